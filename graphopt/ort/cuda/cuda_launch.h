@@ -1,0 +1,16 @@
+// Launching the ahead-of-time compiled Triton kernels through the CUDA driver API.
+// libcuda is opened lazily on the first launch, so the library loads on machines without a GPU.
+#pragma once
+
+#include <string>
+
+#include "../src/fused_params.h"
+
+namespace graphopt::cuda {
+
+// Each returns an empty string on success, otherwise a message naming what failed.
+// `stream` is the CUstream (== cudaStream_t) ONNX Runtime gives the kernel.
+std::string LaunchNormAct(const NormActParams& params, void* stream);
+std::string LaunchNormActLinear(const NormActLinearParams& params, void* stream);
+
+}  // namespace graphopt::cuda

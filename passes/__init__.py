@@ -1,0 +1,1 @@
+"""graphopt's passes, one per file (installed as ``graphopt.passes``)."""
