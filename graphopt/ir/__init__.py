@@ -1,0 +1,32 @@
+"""The graph IR shared by every frontend, pass and backend."""
+
+from .dtypes import DType
+from .graph import Dim, Graph, GraphError, Node, Shape, Use, Value, constant_of
+from .infer import broadcast, infer_outputs, normalize_axis
+from .ops import Op, is_canonical, opaque_name
+from .printer import format_graph, format_node, op_counts
+from .tensor import Tensor
+from .verify import verify
+
+__all__ = [
+    "DType",
+    "Dim",
+    "Graph",
+    "GraphError",
+    "Node",
+    "Op",
+    "Shape",
+    "Tensor",
+    "Use",
+    "Value",
+    "broadcast",
+    "constant_of",
+    "format_graph",
+    "format_node",
+    "infer_outputs",
+    "is_canonical",
+    "normalize_axis",
+    "op_counts",
+    "opaque_name",
+    "verify",
+]

@@ -1,0 +1,1 @@
+"""Backends: the IR → exported models."""

@@ -1,0 +1,1 @@
+"""Frontends: exported models → the IR."""

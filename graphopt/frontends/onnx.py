@@ -1,0 +1,299 @@
+"""ONNX → IR. Every node keeps its NodeProto, so a round trip with no pass loses nothing."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..errors import BadInput
+from ..ir import DType, Graph, GraphError, Shape, Tensor, Value, opaque_name
+from .onnx_ops import translate
+from .onnx_read import check_external_data, check_model_proto
+
+log = logging.getLogger(__name__)
+
+
+def from_onnx(model: onnx.ModelProto, base_dir: str | Path | None = None, where: str = "model") -> Graph:
+    """Loads a ModelProto (not modified, and kept by reference) into a Graph.
+
+    ``base_dir`` is where external data files lie (the model file's directory).
+    """
+    check_model_proto(model, where)
+    base = Path(base_dir) if base_dir is not None else None
+    if base is not None:
+        check_external_data(model, base, where)
+    _validate(model, where)
+    types = _infer_types(model)
+    onnx_graph = model.graph
+    graph = Graph(onnx_graph.name or "main")
+    graph.meta.update(
+        frontend="onnx",
+        onnx_model=model,
+        opset={("" if e.domain == "ai.onnx" else e.domain): e.version for e in model.opset_import},
+        base_dir=base,
+    )
+    for name in _subgraph_names(onnx_graph):
+        graph.reserve_name(name)
+    scope: dict[str, Value] = {}
+    initializers = {t.name: t for t in onnx_graph.initializer}
+    for info in onnx_graph.input:
+        dtype, shape = _value_type(info.type) if info.type.HasField("tensor_type") else (None, None)
+        value = graph.add_input(info.name, dtype, shape)
+        if info.name in initializers:
+            # A default that callers may override: an input, not a constant.
+            value.meta["onnx_initializer"] = initializers.pop(info.name)
+        scope[info.name] = value
+    for tensor in initializers.values():
+        value = graph.add_constant(_lazy_tensor(tensor, base), tensor.name)
+        if value.name != tensor.name:
+            raise BadInput(
+                f"{where}: initializer {tensor.name!r} is defined twice; expected unique value names"
+            )
+        scope[tensor.name] = value
+    for sparse in onnx_graph.sparse_initializer:
+        dense = _sparse_tensor(sparse)
+        scope[sparse.values.name] = graph.add_constant(dense, sparse.values.name)
+    opset = graph.meta["opset"].get("", 0)
+    captured = [_captured_names(node) for node in onnx_graph.node]
+    for index in _topological(onnx_graph, captured, set(scope), where):
+        _add_node(graph, onnx_graph.node[index], captured[index], scope, types, opset)
+    missing = [o.name for o in onnx_graph.output if o.name not in scope]
+    if missing:
+        raise BadInput(
+            f"{where}: graph output {missing[0]!r} is not produced by any node; expected a complete graph"
+        )
+    graph.set_outputs([scope[o.name] for o in onnx_graph.output])
+    return graph
+
+
+def _add_node(graph: Graph, proto: onnx.NodeProto, captured: list[str], scope, types, opset: int) -> None:
+    def const(name: str) -> Tensor | None:
+        value = scope.get(name)
+        if value is None:
+            return None
+        if value.const is not None:
+            return value.const
+        if value.producer is not None and value.producer.op == "constant":
+            return value.producer.attrs["value"]
+        return None
+
+    translated = translate(proto, opset, const)
+    if translated is None:
+        name = f"{proto.domain}.{proto.op_type}" if proto.domain not in ("", "ai.onnx") else proto.op_type
+        op, attrs = opaque_name("onnx", name), {}
+    else:
+        op, attrs = translated
+    inputs = [scope[name] if name else None for name in proto.input]
+    inputs += [scope[name] for name in captured]
+    outputs = []
+    for name in proto.output:
+        # Omitted optional outputs have no name; they still hold their position.
+        out_name = name or graph.fresh_name(f"{proto.name or proto.op_type}_unused")
+        dtype, shape = types.get(name, (None, None))
+        outputs.append((out_name, dtype, shape))
+    node = graph.add_node(op, inputs, attrs, outputs=outputs, name=proto.name or _default_name(proto))
+    node.source = proto
+    node.meta["explicit_inputs"] = len(proto.input)
+    node.meta["omitted_outputs"] = [i for i, name in enumerate(proto.output) if not name]
+    for value in node.outputs:
+        scope[value.name] = value
+    _fill_types(node)
+
+
+def _default_name(proto: onnx.NodeProto) -> str:
+    return f"{proto.op_type}_{proto.output[0] if proto.output else ''}"
+
+
+def _fill_types(node) -> None:
+    """Where ONNX shape inference gave up, the canonical rules may still know."""
+    if all(v.dtype is not None and v.shape is not None for v in node.outputs) or ":" in node.op:
+        return
+    from ..ir import infer_outputs
+
+    try:
+        inferred = infer_outputs(node)
+    except (GraphError, KeyError, TypeError, ValueError):
+        return
+    for value, (dtype, shape) in zip(node.outputs, inferred, strict=False):
+        value.dtype = value.dtype or dtype
+        value.shape = value.shape if value.shape is not None else shape
+
+
+def _validate(model: onnx.ModelProto, where: str) -> None:
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as error:
+        first = str(error).strip().splitlines()[0]
+        raise BadInput(f"{where} is not a valid ONNX graph: {first}") from None
+
+
+def _topological(
+    graph: onnx.GraphProto, captured: list[list[str]], defined: set[str], where: str
+) -> list[int]:
+    """Node indices in an order where every input is defined first; names what is undefined or cyclic."""
+    producer = {}
+    for index, node in enumerate(graph.node):
+        for name in node.output:
+            if name:
+                producer[name] = index
+    reads = [[n for n in node.input if n] + captured[i] for i, node in enumerate(graph.node)]
+    state = [0] * len(graph.node)  # 0 new, 1 on the current path, 2 done
+    order: list[int] = []
+    for start in range(len(graph.node)):
+        if state[start]:
+            continue
+        stack = [(start, iter(reads[start]))]
+        state[start] = 1
+        while stack:
+            index, pending = stack[-1]
+            for name in pending:
+                if name in defined:
+                    continue
+                if name not in producer:
+                    node = graph.node[index]
+                    raise BadInput(
+                        f"{where}: node {node.name or node.op_type!r} reads {name!r}, which no node, "
+                        "input or initializer defines; expected every value to be defined"
+                    )
+                dep = producer[name]
+                if state[dep] == 1:
+                    cycle = [graph.node[i].name or graph.node[i].op_type for i, _ in stack]
+                    raise BadInput(f"{where}: the graph has a cycle through nodes {' -> '.join(cycle)}")
+                state[dep] = 1
+                stack.append((dep, iter(reads[dep])))
+                break
+            else:
+                stack.pop()
+                state[index] = 2
+                order.append(index)
+                defined.update(n for n in graph.node[index].output if n)
+    return order
+
+
+def _captured_names(node: onnx.NodeProto) -> list[str]:
+    """Outer values that the node's subgraphs read by name (If/Loop/Scan bodies)."""
+    if not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+        return []
+    names: dict[str, None] = {}
+    for attribute in node.attribute:
+        for sub in _attribute_graphs(attribute):
+            _free_names(sub, set(), names)
+    return list(names)
+
+
+def _free_names(graph: onnx.GraphProto, outer: set[str], free: dict[str, None]) -> None:
+    bound = set(outer)
+    bound.update(i.name for i in graph.input)
+    bound.update(t.name for t in graph.initializer)
+    for node in graph.node:
+        for name in node.input:
+            if name and name not in bound:
+                free[name] = None
+        for attribute in node.attribute:
+            for sub in _attribute_graphs(attribute):
+                _free_names(sub, bound, free)
+        bound.update(node.output)
+    for output in graph.output:
+        if output.name not in bound:
+            free[output.name] = None
+
+
+def _attribute_graphs(attribute: onnx.AttributeProto):
+    if attribute.type == onnx.AttributeProto.GRAPH:
+        yield attribute.g
+    elif attribute.type == onnx.AttributeProto.GRAPHS:
+        yield from attribute.graphs
+
+
+def _subgraph_names(graph: onnx.GraphProto):
+    for node in graph.node:
+        for attribute in node.attribute:
+            for sub in _attribute_graphs(attribute):
+                yield from (i.name for i in sub.input)
+                yield from (t.name for t in sub.initializer)
+                for inner in sub.node:
+                    yield from inner.output
+                yield from _subgraph_names(sub)
+
+
+def _value_type(type_proto: onnx.TypeProto) -> tuple[DType | None, Shape | None]:
+    tensor = type_proto.tensor_type
+    dtype = DType.from_onnx(tensor.elem_type)
+    if not tensor.HasField("shape"):
+        return dtype, None
+    dims = []
+    for dim in tensor.shape.dim:
+        if dim.HasField("dim_value"):
+            dims.append(dim.dim_value)
+        elif dim.HasField("dim_param"):
+            dims.append(dim.dim_param)
+        else:
+            dims.append(None)
+    return dtype, tuple(dims)
+
+
+def _infer_types(model: onnx.ModelProto) -> dict[str, tuple[DType | None, Shape | None]]:
+    """Types of every value ONNX shape inference can reach, without copying large weights."""
+    probe = onnx.ModelProto()
+    probe.ir_version = model.ir_version
+    probe.opset_import.extend(model.opset_import)
+    probe.functions.extend(model.functions)
+    source, graph = model.graph, probe.graph
+    graph.node.extend(source.node)
+    graph.input.extend(source.input)
+    graph.output.extend(source.output)
+    graph.value_info.extend(source.value_info)
+    declared = {i.name for i in source.input}
+    for tensor in source.initializer:
+        if _is_small(tensor):
+            graph.initializer.append(tensor)
+        elif tensor.name not in declared:
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True).graph
+    except Exception as error:  # inference is a help, not a requirement
+        log.warning("ONNX shape inference failed (%s); continuing with the types the model declares", error)
+        inferred = graph
+    types = {}
+    for info in (*inferred.input, *inferred.value_info, *inferred.output):
+        if info.type.HasField("tensor_type"):
+            types[info.name] = _value_type(info.type)
+    return types
+
+
+def _is_small(tensor: onnx.TensorProto) -> bool:
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return False
+    return int(np.prod(tensor.dims, dtype=np.int64)) <= 64
+
+
+def _lazy_tensor(proto: onnx.TensorProto, base: Path | None) -> Tensor:
+    dtype = DType.from_onnx(proto.data_type)
+    if dtype is None:
+        raise BadInput(
+            f"initializer {proto.name!r} has element type {proto.data_type}, which graphopt does not know"
+        )
+    shape = tuple(proto.dims)
+    if proto.data_location == onnx.TensorProto.EXTERNAL:
+        info = {entry.key: entry.value for entry in proto.external_data}
+        if base is None:
+            raise BadInput(
+                f"tensor {proto.name!r} keeps its data in an external file; load the model from its path"
+            )
+        file, offset = base / info["location"], int(info.get("offset", 0))
+
+        def load() -> np.ndarray:
+            count = int(np.prod(shape, dtype=np.int64))
+            return np.memmap(file, dtype=dtype.numpy, mode="r", offset=offset, shape=(count,))
+
+        return Tensor(dtype, shape, loader=load, source=proto)
+    return Tensor(dtype, shape, loader=lambda: numpy_helper.to_array(proto), source=proto)
+
+
+def _sparse_tensor(sparse: onnx.SparseTensorProto) -> Tensor:
+    dtype = DType.from_onnx(sparse.values.data_type)
+    return Tensor(dtype, tuple(sparse.dims), loader=lambda: numpy_helper.to_array(sparse), source=sparse)

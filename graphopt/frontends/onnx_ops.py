@@ -1,0 +1,215 @@
+"""Which ONNX ops map to which canonical ops, with their attributes in canonical spelling.
+
+Inputs stay as ONNX has them (``Reshape(x, shape)``); when a shape-like input is a constant its value is
+also put into the attributes, so passes can read it and ``fold_shape_inputs`` can drop the input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..ir import DType, Op, Tensor
+
+ConstLookup = Callable[[str], Tensor | None]
+
+_UNARY = {
+    "Identity": Op.IDENTITY,
+    "Relu": Op.RELU,
+    "Tanh": Op.TANH,
+    "Sigmoid": Op.SIGMOID,
+    "Erf": Op.ERF,
+    "Sqrt": Op.SQRT,
+    "Reciprocal": Op.RECIPROCAL,
+    "Exp": Op.EXP,
+    "Neg": Op.NEG,
+}
+_BINARY = {"Add": Op.ADD, "Sub": Op.SUB, "Mul": Op.MUL, "Div": Op.DIV, "Pow": Op.POW, "MatMul": Op.MATMUL}
+
+
+def attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def translate(node: onnx.NodeProto, opset: int, const: ConstLookup) -> tuple[str, dict[str, Any]] | None:
+    """The canonical (op, attrs) of an ONNX node, or None to carry it through verbatim."""
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    attrs = attributes(node)
+    if domain == "":
+        if node.op_type in _UNARY and not attrs:
+            return _UNARY[node.op_type], {}
+        if node.op_type in _BINARY and not attrs:
+            return _BINARY[node.op_type], {}
+        handler = _DEFAULT_DOMAIN.get(node.op_type)
+    elif domain == "com.microsoft" and node.op_type == "SimplifiedLayerNormalization":
+        handler = _rms_norm
+    elif domain == "graphopt":
+        handler = _FUSED.get(node.op_type)
+    else:
+        handler = None
+    if handler is None:
+        return None
+    return handler(node, attrs, opset, const)
+
+
+def _ints(tensor: Tensor | None) -> tuple[int, ...] | None:
+    return None if tensor is None else tuple(int(v) for v in tensor.numpy().reshape(-1))
+
+
+def _input_name(node: onnx.NodeProto, i: int) -> str:
+    return node.input[i] if i < len(node.input) else ""
+
+
+def _const_ints(node: onnx.NodeProto, i: int, const: ConstLookup) -> tuple[int, ...] | None:
+    name = _input_name(node, i)
+    return _ints(const(name)) if name else None
+
+
+def _reshape(node, attrs, opset, const):
+    shape = _const_ints(node, 1, const)
+    if attrs.get("allowzero", 0) and (shape is None or 0 in shape):
+        return None  # a literal 0 dim: not the canonical "copy this dim" meaning
+    return Op.RESHAPE, ({} if shape is None else {"shape": shape})
+
+
+def _transpose(node, attrs, opset, const):
+    return Op.TRANSPOSE, ({"perm": tuple(attrs["perm"])} if "perm" in attrs else {})
+
+
+def _axes_op(op):
+    def handler(node, attrs, opset, const):
+        axes = tuple(attrs["axes"]) if "axes" in attrs else _const_ints(node, 1, const)
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            return op, {}
+        return op, ({} if axes is None else {"axes": axes})
+
+    return handler
+
+
+def _split(node, attrs, opset, const):
+    sizes = tuple(attrs["split"]) if "split" in attrs else _const_ints(node, 1, const)
+    canonical = {"axis": attrs.get("axis", 0)}
+    if sizes is not None:
+        canonical["sizes"] = sizes
+    elif "num_outputs" in attrs:
+        canonical["num_outputs"] = attrs["num_outputs"]
+    return Op.SPLIT, canonical
+
+
+def _slice(node, attrs, opset, const):
+    if opset < 10:
+        starts, ends = attrs.get("starts"), attrs.get("ends")
+        axes = attrs.get("axes", list(range(len(starts or ()))))
+        steps = [1] * len(axes)
+    else:
+        starts, ends = _const_ints(node, 1, const), _const_ints(node, 2, const)
+        axes = _const_ints(node, 3, const) if _input_name(node, 3) else tuple(range(len(starts or ())))
+        steps = _const_ints(node, 4, const) if _input_name(node, 4) else (1,) * len(axes or ())
+    if None in (starts, ends, axes, steps):
+        return Op.SLICE, {}
+    return Op.SLICE, {
+        "axes": tuple(axes),
+        "starts": tuple(starts),
+        "ends": tuple(ends),
+        "steps": tuple(steps),
+    }
+
+
+def _gather(node, attrs, opset, const):
+    return Op.GATHER, {"axis": attrs.get("axis", 0)}
+
+
+def _concat(node, attrs, opset, const):
+    return Op.CONCAT, {"axis": attrs["axis"]}
+
+
+def _cast(node, attrs, opset, const):
+    to = DType.from_onnx(attrs["to"])
+    return None if to is None or len(attrs) > 1 else (Op.CAST, {"to": to})
+
+
+def _constant(node, attrs, opset, const):
+    if "value" in attrs:
+        array = numpy_helper.to_array(attrs["value"])
+    elif "value_float" in attrs or "value_floats" in attrs:
+        array = np.asarray(attrs.get("value_float", attrs.get("value_floats")), dtype=np.float32)
+    elif "value_int" in attrs or "value_ints" in attrs:
+        array = np.asarray(attrs.get("value_int", attrs.get("value_ints")), dtype=np.int64)
+    else:
+        return None  # sparse and string constants stay verbatim
+    return Op.CONSTANT, {"value": Tensor.from_array(array)}
+
+
+def _only_first_output(node: onnx.NodeProto) -> bool:
+    return all(not name for name in node.output[1:])
+
+
+def _layer_norm(node, attrs, opset, const):
+    if not _only_first_output(node) or attrs.get("stash_type", 1) != 1:
+        return None
+    return Op.LAYER_NORM, {"axis": attrs.get("axis", -1), "eps": float(attrs.get("epsilon", 1e-5))}
+
+
+def _rms_norm(node, attrs, opset, const):
+    if not _only_first_output(node) or attrs.get("stash_type", 1) != 1:
+        return None
+    return Op.RMS_NORM, {"axis": attrs.get("axis", -1), "eps": float(attrs.get("epsilon", 1e-5))}
+
+
+def _gelu(node, attrs, opset, const):
+    return Op.GELU, {"approximate": attrs.get("approximate", "none")}
+
+
+def _reduce_mean(node, attrs, opset, const):
+    axes = tuple(attrs["axes"]) if "axes" in attrs else _const_ints(node, 1, const)
+    if attrs.get("noop_with_empty_axes", 0) or (axes is None and _input_name(node, 1)):
+        return None
+    canonical = {"keepdims": bool(attrs.get("keepdims", 1))}
+    if axes is not None:
+        canonical["axes"] = axes
+    return Op.REDUCE_MEAN, canonical
+
+
+def _gemm(node, attrs, opset, const):
+    plain = attrs.get("alpha", 1.0) == 1.0 and attrs.get("beta", 1.0) == 1.0 and not attrs.get("transA", 0)
+    return (Op.LINEAR, {}) if plain and attrs.get("transB", 0) == 1 else None
+
+
+def _fused(op):
+    def handler(node, attrs, opset, const):
+        canonical = {
+            "norm": attrs.get("norm", "layer"),
+            "activation": attrs.get("activation", "identity"),
+            "eps": float(attrs.get("epsilon", 1e-5)),
+        }
+        if op == Op.NORM_ACT:
+            canonical["axis"] = attrs.get("axis", -1)
+        else:
+            canonical["out_activation"] = attrs.get("out_activation", "identity")
+        return op, canonical
+
+    return handler
+
+
+_DEFAULT_DOMAIN = {
+    "Reshape": _reshape,
+    "Transpose": _transpose,
+    "Squeeze": _axes_op(Op.SQUEEZE),
+    "Unsqueeze": _axes_op(Op.UNSQUEEZE),
+    "Split": _split,
+    "Slice": _slice,
+    "Gather": _gather,
+    "Concat": _concat,
+    "Cast": _cast,
+    "Constant": _constant,
+    "LayerNormalization": _layer_norm,
+    "RMSNormalization": _rms_norm,
+    "Gelu": _gelu,
+    "ReduceMean": _reduce_mean,
+    "Gemm": _gemm,
+}
+_FUSED = {"NormAct": _fused(Op.NORM_ACT), "NormActLinear": _fused(Op.NORM_ACT_LINEAR)}

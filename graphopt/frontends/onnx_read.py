@@ -1,0 +1,106 @@
+"""Reading and validating an ONNX file, with one clear line for everything that can be wrong with it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from ..errors import BadInput
+
+# Oldest default-domain opset graphopt reads: the oldest ONNX Runtime still runs.
+MIN_OPSET = 7
+EXPECTED = "expected an ONNX model written by onnx.save or an exporter"
+
+
+def check_file(path: str | os.PathLike, kind: str) -> Path:
+    """The path as a Path, if it names a readable non-empty file."""
+    path = Path(path)
+    if not path.exists():
+        raise BadInput(f"{path}: no such file; expected {kind}")
+    if path.is_dir():
+        raise BadInput(f"{path} is a directory; expected {kind} file")
+    if path.stat().st_size == 0:
+        raise BadInput(f"{path} is empty (0 bytes); expected {kind}")
+    return path
+
+
+def read_onnx(path: str | os.PathLike) -> onnx.ModelProto:
+    """Parses the model's protobuf, leaving external weights on disk."""
+    path = check_file(path, "an ONNX model (.onnx)")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, RuntimeError, ValueError) as error:
+        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise BadInput(
+            f"{path} is not an ONNX model: its protobuf does not parse ({detail}); {EXPECTED}"
+        ) from None
+    check_model_proto(model, str(path))
+    check_external_data(model, path.parent, str(path))
+    return model
+
+
+def check_model_proto(model: onnx.ModelProto, where: str) -> None:
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise BadInput(
+            f"{where} is a protobuf message but not an ONNX model (no IR version or no graph); {EXPECTED}"
+        )
+    if model.ir_version > onnx.IR_VERSION:
+        raise BadInput(
+            f"{where} uses ONNX IR version {model.ir_version}; this graphopt reads IR versions up to "
+            f"{onnx.IR_VERSION} (onnx {onnx.__version__})"
+        )
+    newest = onnx.defs.onnx_opset_version()
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx") and not MIN_OPSET <= entry.version <= newest:
+            raise BadInput(
+                f"{where} imports default-domain opset {entry.version}; expected an opset from "
+                f"{MIN_OPSET} to {newest}"
+            )
+    if not model.graph.output:
+        raise BadInput(f"{where} has a graph with no outputs; {EXPECTED}")
+
+
+def check_external_data(model: onnx.ModelProto, base_dir: Path, where: str) -> None:
+    """Every externally stored tensor must lie inside an existing file next to the model."""
+    for tensor in _all_tensors(model.graph):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = info.get("location", "")
+        file = (base_dir / location).resolve()
+        if not location or Path(location).is_absolute() or ".." in Path(location).parts:
+            raise BadInput(
+                f"{where}: tensor {tensor.name!r} names external data {location!r}; "
+                "expected a file beside the model"
+            )
+        if not file.is_file():
+            raise BadInput(
+                f"{where}: tensor {tensor.name!r} keeps its data in {location!r}, "
+                "which does not exist beside the model"
+            )
+        end = int(info.get("offset", 0)) + int(info.get("length", 0))
+        if end > file.stat().st_size:
+            raise BadInput(
+                f"{where}: tensor {tensor.name!r} needs bytes up to {end} of {location!r}, which has "
+                f"{file.stat().st_size}; the external data file is truncated"
+            )
+
+
+def _all_tensors(graph: onnx.GraphProto):
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.TENSOR:
+                yield attribute.t
+            for sub in _subgraphs(attribute):
+                yield from _all_tensors(sub)
+
+
+def _subgraphs(attribute: onnx.AttributeProto):
+    if attribute.type == onnx.AttributeProto.GRAPH:
+        yield attribute.g
+    elif attribute.type == onnx.AttributeProto.GRAPHS:
+        yield from attribute.graphs

@@ -1,0 +1,312 @@
+"""Graph, Node, Value: the one IR both frontends load into and every pass works on.
+
+A node owns its outputs; a value knows its producer, its ordered uses, its dtype and its shape
+(dims are ints, symbolic names such as "batch", or None when unknown). Passes read node inputs but
+never assign them: the graph's few edits (add, replace all uses, erase) keep use lists right.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+from .dtypes import DType
+from .tensor import Tensor
+
+Dim = int | str | None
+Shape = tuple[Dim, ...]
+
+
+class GraphError(ValueError):
+    """The graph breaks an invariant (a cycle, an undefined value, a bad edit)."""
+
+
+class Use(NamedTuple):
+    node: Node
+    index: int
+
+
+class Value:
+    __slots__ = ("const", "dtype", "index", "meta", "name", "producer", "shape", "uses")
+
+    def __init__(self, name: str, dtype: DType | None, shape: Shape | None, producer=None, index=0):
+        self.name = name
+        self.dtype = dtype
+        self.shape = None if shape is None else tuple(shape)
+        self.producer: Node | None = producer
+        self.index = index
+        self.uses: list[Use] = []
+        self.const: Tensor | None = None  # set for graph constants (initializers, frozen weights)
+        self.meta: dict[str, Any] = {}
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def static_shape(self) -> tuple[int, ...] | None:
+        """The shape when every dim is a known integer."""
+        if self.shape is None or not all(isinstance(d, int) for d in self.shape):
+            return None
+        return self.shape  # type: ignore[return-value]
+
+    def users(self) -> list[Node]:
+        """Distinct consuming nodes, in use order."""
+        return list(dict.fromkeys(use.node for use in self.uses))
+
+    def __repr__(self) -> str:
+        dims = "?" if self.shape is None else ",".join("?" if d is None else str(d) for d in self.shape)
+        return f"%{self.name}: {self.dtype}[{dims}]"
+
+
+class Node:
+    __slots__ = ("_inputs", "attrs", "graph", "meta", "name", "op", "outputs", "source")
+
+    def __init__(self, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any], name: str):
+        self.op = op
+        self._inputs: list[Value | None] = list(inputs)
+        self.attrs = dict(attrs)
+        self.name = name
+        self.outputs: list[Value] = []
+        self.meta: dict[str, Any] = {}
+        # The frontend's own record of this node (an onnx NodeProto, an FX call), so that a backend
+        # can write a node no pass has touched exactly as it came in.
+        self.source: Any = None
+        self.graph: Graph | None = None
+
+    @property
+    def inputs(self) -> tuple[Value | None, ...]:
+        return tuple(self._inputs)
+
+    def input(self, i: int) -> Value | None:
+        """Input i, or None when it is absent (an omitted optional input)."""
+        return self._inputs[i] if i < len(self._inputs) else None
+
+    @property
+    def output(self) -> Value:
+        return self.outputs[0]
+
+    def __repr__(self) -> str:
+        return f"<{self.op} {self.name!r}>"
+
+
+class Graph:
+    def __init__(self, name: str = "main"):
+        self.name = name
+        self.inputs: list[Value] = []
+        self.outputs: list[Value] = []
+        self.constants: dict[str, Value] = {}
+        self.meta: dict[str, Any] = {}
+        self._nodes: dict[Node, None] = {}
+        self._by_op: defaultdict[str, dict[Node, None]] = defaultdict(dict)
+        self._names: set[str] = set()  # names of values that exist, or did
+        self._reserved: set[str] = set()  # handed out by fresh_name(), not yet carried by a value
+        self._output_count: defaultdict[Value, int] = defaultdict(int)
+        self._counter = itertools.count()
+
+    # ----- reading -------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[Node]:
+        return list(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(list(self._nodes))
+
+    def __contains__(self, node: Node) -> bool:
+        return node in self._nodes
+
+    def nodes_of(self, ops: str | Iterable[str]) -> list[Node]:
+        """The nodes whose op is one of ``ops``, in graph order."""
+        ops = {ops} if isinstance(ops, str) else set(ops)
+        found = [n for op in ops for n in self._by_op.get(op, ())]
+        if len(ops) > 1:
+            position = {n: i for i, n in enumerate(self._nodes)}
+            found.sort(key=position.__getitem__)
+        return found
+
+    def is_output(self, value: Value) -> bool:
+        return self._output_count.get(value, 0) > 0
+
+    def is_used(self, value: Value) -> bool:
+        return bool(value.uses) or self.is_output(value)
+
+    def values(self) -> Iterator[Value]:
+        yield from self.inputs
+        yield from self.constants.values()
+        for node in self._nodes:
+            yield from node.outputs
+
+    # ----- names ---------------------------------------------------------------------------------
+    def reserve_name(self, name: str) -> None:
+        """Keeps ``name`` from fresh_name(): for names used inside subgraphs."""
+        self._names.add(name)
+
+    def fresh_name(self, hint: str) -> str:
+        """A value name no value of this graph (or of its subgraphs) uses yet."""
+        hint = hint or "v"
+        name = hint
+        while name in self._names or name in self._reserved:
+            name = f"{hint}_{next(self._counter)}"
+        self._reserved.add(name)
+        return name
+
+    def swap_names(self, a: Value, b: Value) -> None:
+        a.name, b.name = b.name, a.name
+
+    # ----- building ------------------------------------------------------------------------------
+    def add_input(self, name: str, dtype: DType | None, shape: Shape | None) -> Value:
+        self._claim(name)
+        value = Value(name, dtype, shape)
+        self.inputs.append(value)
+        return value
+
+    def add_constant(self, tensor: Tensor, name: str) -> Value:
+        """A graph-level constant (an initializer); ``name`` is a hint when taken."""
+        value = Value(self.fresh_name(name), tensor.dtype, tensor.shape)
+        self._claim(value.name)
+        value.const = tensor
+        self.constants[value.name] = value
+        return value
+
+    def add_node(
+        self,
+        op: str,
+        inputs: Sequence[Value | None],
+        attrs: dict[str, Any] | None = None,
+        *,
+        outputs: Sequence[tuple[str, DType | None, Shape | None]] | int | None = None,
+        name: str | None = None,
+    ) -> Node:
+        """Appends a node. ``outputs``: (name, dtype, shape) per output, or a count / None to infer."""
+        for value in inputs:
+            if value is not None and not self._owns(value):
+                raise GraphError(f"node {name or op!r}: input {value.name!r} is not a value of this graph")
+        node = Node(op, inputs, attrs or {}, name or f"{op}_{next(self._counter)}")
+        if outputs is None or isinstance(outputs, int):
+            from .infer import infer_outputs  # the inference table imports this module
+
+            inferred = infer_outputs(node)
+            if isinstance(outputs, int) and len(inferred) != outputs:
+                raise GraphError(f"{node.op} infers {len(inferred)} outputs, {outputs} requested")
+            outputs = [(self.fresh_name(node.name), dtype, shape) for dtype, shape in inferred]
+        for index, (out_name, dtype, shape) in enumerate(outputs):
+            self._claim(out_name)
+            node.outputs.append(Value(out_name, dtype, shape, producer=node, index=index))
+        for index, value in enumerate(inputs):
+            if value is not None:
+                value.uses.append(Use(node, index))
+        node.graph = self
+        self._nodes[node] = None
+        self._by_op[op][node] = None
+        return node
+
+    def set_outputs(self, values: Sequence[Value]) -> None:
+        self._output_count.clear()
+        self.outputs = list(values)
+        for value in values:
+            self._output_count[value] += 1
+
+    # ----- editing -------------------------------------------------------------------------------
+    def replace_all_uses(self, old: Value, new: Value) -> None:
+        """Every node input and graph output reading ``old`` reads ``new`` instead."""
+        if old is new:
+            return
+        for use in old.uses:
+            use.node._inputs[use.index] = new
+            new.uses.append(use)
+        old.uses = []
+        if self.is_output(old):
+            self.outputs = [new if v is old else v for v in self.outputs]
+            self._output_count[new] += self._output_count.pop(old)
+
+    def set_input(self, node: Node, index: int, value: Value | None) -> None:
+        """Rewires one input; for frontends and the rewrite driver, not for rules."""
+        old = node._inputs[index]
+        if old is not None:
+            old.uses.remove(Use(node, index))
+        node._inputs[index] = value
+        if value is not None:
+            value.uses.append(Use(node, index))
+
+    def erase(self, node: Node) -> None:
+        """Removes a node whose outputs nobody reads."""
+        for value in node.outputs:
+            if self.is_used(value):
+                readers = ", ".join(repr(u.node.name) for u in value.uses) or "the graph outputs"
+                raise GraphError(f"cannot erase {node.op} {node.name!r}: {value.name!r} is read by {readers}")
+        for index, value in enumerate(node._inputs):
+            if value is not None:
+                value.uses.remove(Use(node, index))
+        del self._nodes[node]
+        del self._by_op[node.op][node]
+        node.graph = None
+
+    def remove_dead(self, keep_constants: bool = False) -> int:
+        """Erases nodes (and, unless ``keep_constants``, constants) that no output depends on."""
+        removed = 0
+        for node in reversed(list(self._nodes)):
+            if not any(self.is_used(v) for v in node.outputs) and not node.meta.get("side_effects"):
+                self.erase(node)
+                removed += 1
+        if not keep_constants:
+            for name, value in list(self.constants.items()):
+                if not self.is_used(value):
+                    del self.constants[name]
+        return removed
+
+    def sort(self) -> None:
+        """Orders nodes topologically, keeping the current order wherever it is already valid."""
+        order: dict[Node, None] = {}
+        on_path: set[Node] = set()
+        for root in self._nodes:
+            if root in order:
+                continue
+            stack: list[tuple[Node, Iterator[Value | None]]] = [(root, iter(root._inputs))]
+            on_path.add(root)
+            while stack:
+                node, pending = stack[-1]
+                for value in pending:
+                    producer = value.producer if value is not None else None
+                    if producer is None or producer in order:
+                        continue
+                    if producer in on_path:
+                        cycle = [n.name for n, _ in stack[[n for n, _ in stack].index(producer) :]]
+                        raise GraphError(f"the graph has a cycle through nodes {' -> '.join(cycle)}")
+                    stack.append((producer, iter(producer._inputs)))
+                    on_path.add(producer)
+                    break
+                else:
+                    stack.pop()
+                    on_path.discard(node)
+                    order[node] = None
+        self._nodes = order
+
+    # ----- helpers -------------------------------------------------------------------------------
+    def _claim(self, name: str) -> None:
+        if name in self._reserved:
+            self._reserved.discard(name)
+        elif name in self._names:
+            raise GraphError(f"value name {name!r} is defined twice")
+        self._names.add(name)
+
+    def _owns(self, value: Value) -> bool:
+        if value.producer is not None:
+            return value.producer.graph is self
+        if value.const is not None:
+            return self.constants.get(value.name) is value
+        return any(value is v for v in self.inputs)
+
+
+def constant_of(value: Value) -> Tensor | None:
+    """The tensor of a constant value: a graph constant or the output of a constant node."""
+    if value.const is not None:
+        return value.const
+    producer = value.producer
+    if producer is not None and producer.op == "constant":
+        return producer.attrs["value"]
+    return None

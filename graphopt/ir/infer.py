@@ -1,0 +1,254 @@
+"""Output dtype and shape of the canonical ops, from their inputs and attributes.
+
+Used when a pass creates a node (so it never has to spell out shapes) and by verify(), which checks
+that recorded shapes agree with these rules. Dims stay symbolic where they are: "batch" in, "batch" out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .dtypes import DType
+from .graph import Dim, GraphError, Node, Shape
+from .ops import BINARY_POINTWISE, UNARY_POINTWISE, Op
+
+OutputType = tuple[DType | None, Shape | None]
+
+
+def infer_outputs(node: Node) -> list[OutputType]:
+    rule = _RULES.get(node.op)
+    if rule is None:
+        raise GraphError(f"no shape rule for {node.op!r}: give its outputs' types explicitly")
+    return rule(node)
+
+
+def broadcast(a: Shape | None, b: Shape | None) -> Shape | None:
+    """NumPy broadcasting over possibly symbolic dims."""
+    if a is None or b is None:
+        return None
+    rank = max(len(a), len(b))
+    a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
+    return tuple(_broadcast_dim(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _broadcast_dim(x: Dim, y: Dim) -> Dim:
+    if x == y:
+        return x
+    if x == 1:
+        return y
+    if y == 1:
+        return x
+    if isinstance(x, int) and isinstance(y, int):
+        raise GraphError(f"dims {x} and {y} do not broadcast")
+    if isinstance(x, int):
+        return x
+    if isinstance(y, int):
+        return y
+    return None
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise GraphError(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _x(node: Node, i: int = 0):
+    value = node.input(i)
+    if value is None:
+        raise GraphError(f"{node.op} {node.name!r}: input {i} is missing")
+    return value
+
+
+def _same(node: Node) -> list[OutputType]:
+    x = _x(node)
+    return [(x.dtype, x.shape)]
+
+
+def _binary(node: Node) -> list[OutputType]:
+    a, b = _x(node, 0), _x(node, 1)
+    return [(a.dtype or b.dtype, broadcast(a.shape, b.shape))]
+
+
+def _cast(node: Node) -> list[OutputType]:
+    return [(node.attrs["to"], _x(node).shape)]
+
+
+def _reshape(node: Node) -> list[OutputType]:
+    x = _x(node)
+    if "shape" not in node.attrs:
+        target = node.input(1)
+        if target is None or target.const is None:
+            rank = target.shape[0] if target is not None and target.shape else None
+            return [(x.dtype, None if not isinstance(rank, int) else (None,) * rank)]
+        spec = tuple(int(d) for d in target.const.numpy().reshape(-1))
+    else:
+        spec = tuple(node.attrs["shape"])
+    return [(x.dtype, reshape_shape(x.shape, spec))]
+
+
+def reshape_shape(shape: Shape | None, spec: tuple[int, ...]) -> Shape:
+    """ONNX/torch reshape: 0 copies the input's dim (ONNX), -1 takes what is left."""
+    out: list[Dim] = [
+        shape[i] if d == 0 and shape is not None and i < len(shape) else d for i, d in enumerate(spec)
+    ]
+    if -1 in out:
+        where = out.index(-1)
+        total = None if shape is None else _product(shape)
+        rest = _product(d for i, d in enumerate(out) if i != where)
+        out[where] = total // rest if isinstance(total, int) and isinstance(rest, int) and rest > 0 else None
+    return tuple(None if d == 0 and shape is None else d for d in out)
+
+
+def _product(dims) -> int | None:
+    total = 1
+    for d in dims:
+        if not isinstance(d, int):
+            return None
+        total *= d
+    return total
+
+
+def _transpose(node: Node) -> list[OutputType]:
+    x = _x(node)
+    perm = node.attrs["perm"]
+    return [(x.dtype, None if x.shape is None else tuple(x.shape[p] for p in perm))]
+
+
+def _squeeze(node: Node) -> list[OutputType]:
+    x = _x(node)
+    if x.shape is None:
+        return [(x.dtype, None)]
+    axes = {normalize_axis(a, len(x.shape)) for a in node.attrs["axes"]}
+    return [(x.dtype, tuple(d for i, d in enumerate(x.shape) if i not in axes))]
+
+
+def _unsqueeze(node: Node) -> list[OutputType]:
+    x = _x(node)
+    if x.shape is None:
+        return [(x.dtype, None)]
+    rank = len(x.shape) + len(node.attrs["axes"])
+    axes = sorted(normalize_axis(a, rank) for a in node.attrs["axes"])
+    dims = list(x.shape)
+    for a in axes:
+        dims.insert(a, 1)
+    return [(x.dtype, tuple(dims))]
+
+
+def _split(node: Node) -> list[OutputType]:
+    x = _x(node)
+    sizes = node.attrs["sizes"]
+    if x.shape is None:
+        return [(x.dtype, None)] * len(sizes)
+    axis = normalize_axis(node.attrs["axis"], len(x.shape))
+    return [(x.dtype, x.shape[:axis] + (s,) + x.shape[axis + 1 :]) for s in sizes]
+
+
+def _slice(node: Node) -> list[OutputType]:
+    x = _x(node)
+    if x.shape is None:
+        return [(x.dtype, None)]
+    dims = list(x.shape)
+    for axis, start, end, step in zip(
+        node.attrs["axes"], node.attrs["starts"], node.attrs["ends"], node.attrs["steps"], strict=True
+    ):
+        axis = normalize_axis(axis, len(dims))
+        size = dims[axis]
+        dims[axis] = len(range(*slice(start, end, step).indices(size))) if isinstance(size, int) else None
+    return [(x.dtype, tuple(dims))]
+
+
+def _gather(node: Node) -> list[OutputType]:
+    data, indices = _x(node, 0), _x(node, 1)
+    if data.shape is None or indices.shape is None:
+        return [(data.dtype, None)]
+    axis = normalize_axis(node.attrs["axis"], len(data.shape))
+    return [(data.dtype, data.shape[:axis] + indices.shape + data.shape[axis + 1 :])]
+
+
+def _concat(node: Node) -> list[OutputType]:
+    parts = [_x(node, i) for i in range(len(node.inputs))]
+    if any(p.shape is None for p in parts):
+        return [(parts[0].dtype, None)]
+    rank = len(parts[0].shape)
+    axis = normalize_axis(node.attrs["axis"], rank)
+    sizes = [p.shape[axis] for p in parts]
+    total = sum(sizes) if all(isinstance(d, int) for d in sizes) else None
+    dims = list(parts[0].shape)
+    dims[axis] = total
+    return [(parts[0].dtype, tuple(dims))]
+
+
+def _stack(node: Node) -> list[OutputType]:
+    first = _x(node)
+    if first.shape is None:
+        return [(first.dtype, None)]
+    axis = normalize_axis(node.attrs["axis"], len(first.shape) + 1)
+    return [(first.dtype, first.shape[:axis] + (len(node.inputs),) + first.shape[axis:])]
+
+
+def _reduce_mean(node: Node) -> list[OutputType]:
+    x = _x(node)
+    if x.shape is None:
+        return [(x.dtype, None)]
+    axes = {normalize_axis(a, len(x.shape)) for a in node.attrs["axes"]}
+    keep = node.attrs.get("keepdims", True)
+    dims = [1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes]
+    return [(x.dtype, tuple(dims))]
+
+
+def _matmul(node: Node) -> list[OutputType]:
+    a, b = _x(node, 0), _x(node, 1)
+    if a.shape is None or b.shape is None:
+        return [(a.dtype, None)]
+    sa, sb = list(a.shape), list(b.shape)
+    if len(sa) == 1 or len(sb) == 1:
+        if len(sa) == 1 and len(sb) == 1:
+            return [(a.dtype, ())]
+        if len(sa) == 1:
+            return [(a.dtype, tuple(sb[:-2] + sb[-1:]))]
+        return [(a.dtype, tuple(sa[:-1]))]
+    batch = broadcast(tuple(sa[:-2]), tuple(sb[:-2]))
+    return [(a.dtype, (*batch, sa[-2], sb[-1]))]
+
+
+def _linear_of(node: Node, weight_index: int) -> list[OutputType]:
+    x, weight = _x(node, 0), _x(node, weight_index)
+    if x.shape is None or weight.shape is None:
+        return [(x.dtype, None)]
+    return [(x.dtype, (*x.shape[:-1], weight.shape[0]))]
+
+
+def _norm_act(node: Node) -> list[OutputType]:
+    x = _x(node)
+    outputs = [(x.dtype, x.shape)]
+    if node.input(3) is not None:
+        outputs.append((x.dtype, x.shape))
+    return outputs
+
+
+def _constant(node: Node) -> list[OutputType]:
+    tensor = node.attrs["value"]
+    return [(tensor.dtype, tensor.shape)]
+
+
+_RULES: dict[str, Callable[[Node], list[OutputType]]] = {
+    **dict.fromkeys(UNARY_POINTWISE | {Op.IDENTITY, Op.LAYER_NORM, Op.RMS_NORM}, _same),
+    **dict.fromkeys(BINARY_POINTWISE, _binary),
+    Op.CAST: _cast,
+    Op.RESHAPE: _reshape,
+    Op.TRANSPOSE: _transpose,
+    Op.SQUEEZE: _squeeze,
+    Op.UNSQUEEZE: _unsqueeze,
+    Op.SPLIT: _split,
+    Op.SLICE: _slice,
+    Op.GATHER: _gather,
+    Op.CONCAT: _concat,
+    Op.STACK: _stack,
+    Op.REDUCE_MEAN: _reduce_mean,
+    Op.MATMUL: _matmul,
+    Op.LINEAR: lambda node: _linear_of(node, weight_index=1),
+    Op.NORM_ACT: _norm_act,
+    Op.NORM_ACT_LINEAR: lambda node: _linear_of(node, weight_index=3),
+    Op.CONSTANT: _constant,
+}

@@ -1,0 +1,80 @@
+"""The canonical op vocabulary: the ops passes reason about.
+
+Frontends translate the ops they understand into these names (ONNX ``LayerNormalization`` and aten
+``layer_norm`` both become ``Op.LAYER_NORM``) and carry every other op through verbatim under an
+opaque name (``onnx:Conv``, ``aten:convolution.default``). Passes compare ``node.op`` with these
+constants only, never with string literals.
+
+Attributes of the canonical form (after canonicalization) are listed beside each op. A frontend may
+produce a "raw" form whose tensor-valued parameters are still inputs (ONNX ``Reshape(x, shape)``);
+the ``fold_shape_inputs`` pass turns constant ones into attributes, so rules match one form.
+"""
+
+from __future__ import annotations
+
+
+class Op:
+    # Structure
+    IDENTITY = "identity"
+    RESHAPE = "reshape"  # shape: tuple[int] (0 copies the input dim, -1 infers), or raw: (x, shape)
+    TRANSPOSE = "transpose"  # perm: tuple[int]
+    SQUEEZE = "squeeze"  # axes: tuple[int]
+    UNSQUEEZE = "unsqueeze"  # axes: tuple[int]
+    SPLIT = "split"  # axis: int, sizes: tuple[int]; raw: (x, sizes?) with num_outputs
+    SLICE = "slice"  # axes, starts, ends, steps: tuple[int]; raw: (x, starts, ends, axes?, steps?)
+    GATHER = "gather"  # axis: int; inputs (data, indices)
+    CONCAT = "concat"  # axis: int
+    STACK = "stack"  # axis: int (torch.stack; ONNX spells it Unsqueeze + Concat)
+    CAST = "cast"  # to: DType
+    CONSTANT = "constant"  # value: Tensor
+    # Normalization
+    LAYER_NORM = "layer_norm"  # axis: int, eps: float; inputs (x, scale?, bias?)
+    RMS_NORM = "rms_norm"  # axis: int, eps: float; inputs (x, scale?)
+    # Unary pointwise
+    RELU = "relu"
+    TANH = "tanh"
+    GELU = "gelu"  # approximate: "none" | "tanh"
+    SILU = "silu"
+    SIGMOID = "sigmoid"
+    ERF = "erf"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    RECIPROCAL = "reciprocal"
+    EXP = "exp"
+    NEG = "neg"
+    # Binary pointwise (NumPy broadcasting)
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    POW = "pow"
+    # Reductions
+    REDUCE_MEAN = "reduce_mean"  # axes: tuple[int], keepdims: bool; raw: (x, axes?)
+    # Linear algebra
+    MATMUL = "matmul"  # NumPy matmul semantics, batched and broadcast
+    LINEAR = "linear"  # x @ weight.T + bias; inputs (x, weight [K, D], bias?)
+    # Fused ops of the graphopt domain (graphopt/fused/table.py)
+    NORM_ACT = "graphopt.norm_act"  # norm, activation, eps, axis; inputs (x, scale?, bias?, residual?)
+    NORM_ACT_LINEAR = "graphopt.norm_act_linear"  # norm, activation, eps, out_activation
+
+
+UNARY_POINTWISE = frozenset(
+    {Op.RELU, Op.TANH, Op.GELU, Op.SILU, Op.SIGMOID, Op.ERF, Op.SQRT, Op.RSQRT, Op.RECIPROCAL, Op.EXP, Op.NEG}
+)
+BINARY_POINTWISE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW})
+COMMUTATIVE = frozenset({Op.ADD, Op.MUL})
+POINTWISE = UNARY_POINTWISE | BINARY_POINTWISE | {Op.CAST, Op.IDENTITY}
+NORMS = frozenset({Op.LAYER_NORM, Op.RMS_NORM})
+VIEWS = frozenset({Op.RESHAPE, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY})
+
+# Activations the fused ops implement, with the attributes that select each one's exact form.
+ACTIVATIONS = frozenset({Op.RELU, Op.TANH, Op.GELU, Op.SILU, Op.SIGMOID})
+
+
+def is_canonical(op: str) -> bool:
+    return ":" not in op
+
+
+def opaque_name(frontend: str, name: str) -> str:
+    """The op name of a node carried through verbatim: ``onnx:Conv``, ``aten:convolution.default``."""
+    return f"{frontend}:{name}"

@@ -1,0 +1,125 @@
+"""Comparing what two models compute: random inputs that respect dtypes and symbolic dims, and
+per-dtype tolerances."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .ir import DType, Graph
+
+# Symbolic dims get this size unless the caller says otherwise.
+DEFAULT_DIM = 2
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+
+DEFAULT_TOLERANCES: dict[DType, Tolerance] = {
+    DType.FLOAT64: Tolerance(1e-7, 1e-9),
+    DType.FLOAT32: Tolerance(1e-4, 1e-5),
+    DType.FLOAT16: Tolerance(1e-2, 1e-2),
+    DType.BFLOAT16: Tolerance(2e-2, 2e-2),
+}
+
+
+def input_specs(
+    graph: Graph, overrides: Mapping[str, Sequence[int]] | None = None
+) -> dict[str, tuple[DType, tuple[int, ...]]]:
+    """Concrete (dtype, shape) for every graph input; one size per symbolic dim name."""
+    overrides = dict(overrides or {})
+    symbols: dict[str, int] = {}
+    for value in graph.inputs:
+        if value.name in overrides and value.shape is not None:
+            for dim, size in zip(value.shape, overrides[value.name], strict=False):
+                if isinstance(dim, str):
+                    symbols.setdefault(dim, int(size))
+    specs = {}
+    for value in graph.inputs:
+        if value.name in overrides:
+            shape = tuple(int(d) for d in overrides[value.name])
+        elif value.shape is None:
+            raise ValueError(f"input {value.name!r} has no known shape; give one with --input-shape")
+        else:
+            shape = tuple(
+                d if isinstance(d, int) else symbols.setdefault(d, DEFAULT_DIM) if d else 1
+                for d in value.shape
+            )
+        if value.dtype is None:
+            raise ValueError(f"input {value.name!r} has no known element type")
+        specs[value.name] = (value.dtype, shape)
+    return specs
+
+
+def random_inputs(specs: Mapping[str, tuple[DType, tuple[int, ...]]], seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, (dtype, shape) in specs.items():
+        if dtype.is_float:
+            feeds[name] = rng.standard_normal(shape).astype(dtype.numpy)
+        elif dtype is DType.BOOL:
+            feeds[name] = rng.random(shape) < 0.5
+        else:
+            # Small non-negative integers are valid indices for any non-empty axis.
+            feeds[name] = rng.integers(0, 2, size=shape).astype(dtype.numpy)
+    return feeds
+
+
+def compare(
+    expected: Sequence[Any],
+    actual: Sequence[Any],
+    names: Sequence[str],
+    tolerances: Mapping[DType, Tolerance] | None = None,
+) -> dict[str, Any]:
+    """Elementwise comparison of two lists of outputs; returns a JSON-ready verdict."""
+    tolerances = {**DEFAULT_TOLERANCES, **(tolerances or {})}
+    results = [
+        _compare_one(name, np.asarray(w), np.asarray(g), tolerances)
+        for name, w, g in zip(names, expected, actual, strict=True)
+    ]
+    ok = all(r["ok"] for r in results)
+    if ok:
+        worst = max((r.get("max_abs", 0.0) for r in results), default=0.0)
+        summary = f"{len(results)} output(s), max abs error {worst:.3g}"
+    else:
+        summary = "; ".join(f"{r['name']}: {r['why']}" for r in results if not r["ok"])
+    return {"ok": ok, "summary": summary, "outputs": results}
+
+
+def _compare_one(name: str, want: np.ndarray, got: np.ndarray, tolerances) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name, "dtype": str(want.dtype), "shape": list(want.shape)}
+    if want.shape != got.shape or want.dtype != got.dtype:
+        return {
+            **entry,
+            "ok": False,
+            "why": f"expected {want.dtype}{list(want.shape)}, got {got.dtype}{list(got.shape)}",
+        }
+    dtype = DType.from_numpy(want.dtype)
+    tol = tolerances.get(dtype) if dtype is not None else None
+    if tol is None:
+        ok = bool(np.array_equal(want, got))
+        return {**entry, "ok": ok, "why": "" if ok else "values differ (exact comparison)"}
+    w, g = want.astype(np.float64), got.astype(np.float64)
+    finite = np.isfinite(w) & np.isfinite(g)
+    special_ok = np.array_equal(np.isnan(w), np.isnan(g)) and np.array_equal(np.isinf(w), np.isinf(g))
+    special_ok = special_ok and np.array_equal(w[np.isinf(w)], g[np.isinf(g)])
+    diff = np.abs(w - g)[finite]
+    max_abs = float(diff.max()) if diff.size else 0.0
+    within = bool(np.all(diff <= tol.atol + tol.rtol * np.abs(w[finite])))
+    ok = within and special_ok
+    why = (
+        ""
+        if ok
+        else (
+            "NaN/inf positions differ"
+            if not special_ok
+            else f"max abs error {max_abs:.3g} beyond rtol={tol.rtol}, atol={tol.atol}"
+        )
+    )
+    return {**entry, "ok": ok, "max_abs": max_abs, "rtol": tol.rtol, "atol": tol.atol, "why": why}

@@ -1,0 +1,76 @@
+"""The pass pipeline: one explicit ordered tuple. Importing a pass module registers nothing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from graphopt.passes import fold_shape_inputs, normalize_axes, remove_dead_nodes, remove_identity
+
+from .errors import BadInput
+from .ir import Graph, verify
+from .rewrite import NearMiss, Pass
+
+PIPELINE: tuple[Pass, ...] = (
+    remove_identity.PASS,
+    fold_shape_inputs.PASS,
+    normalize_axes.PASS,
+    remove_dead_nodes.PASS,
+)
+
+
+@dataclass
+class PassReport:
+    name: str
+    counts: dict[str, int]
+    near_misses: list[NearMiss]
+    seconds: float
+    nodes_before: int
+    nodes_after: int
+    skipped: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> int:
+        return sum(self.counts.values())
+
+
+def pass_names() -> list[str]:
+    return [p.name for p in PIPELINE]
+
+
+def select_passes(only: Sequence[str] = (), skip: Sequence[str] = ()) -> tuple[Pass, ...]:
+    """The pipeline restricted by pass names; an unknown name is an error that lists the valid ones."""
+    valid = pass_names()
+    for name in (*only, *skip):
+        if name not in valid:
+            raise BadInput(f"unknown pass {name!r}; valid passes: {', '.join(valid)}")
+    return tuple(p for p in PIPELINE if (not only or p.name in only) and p.name not in skip)
+
+
+def run_passes(
+    graph: Graph,
+    passes: Sequence[Pass],
+    *,
+    check_each: bool = False,
+    on_pass: Callable[[int, int, str], None] | None = None,
+) -> list[PassReport]:
+    """Runs the passes in order; with ``check_each``, verify(graph) after every pass."""
+    reports = []
+    for index, step in enumerate(passes):
+        if on_pass is not None:
+            on_pass(index, len(passes), step.name)
+        before = len(graph)
+        start = time.perf_counter()
+        stats = step.run(graph)
+        graph.sort()
+        seconds = time.perf_counter() - start
+        if check_each:
+            verify(graph)
+        reports.append(
+            PassReport(step.name, dict(stats.counts), stats.near_misses, seconds, before, len(graph))
+        )
+    if on_pass is not None:
+        on_pass(len(passes), len(passes), "")
+    return reports

@@ -1,0 +1,138 @@
+"""What an optimization did, as data (JSON) and as tables for people."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .pipeline import PassReport
+
+
+@dataclass
+class Report:
+    source: str
+    frontend: str
+    passes: list[PassReport]
+    ops_before: dict[str, int]
+    ops_after: dict[str, int]
+    traffic_before: int
+    traffic_after: int
+    output: str | None = None
+    verification: dict[str, Any] | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def nodes_before(self) -> int:
+        return sum(self.ops_before.values())
+
+    @property
+    def nodes_after(self) -> int:
+        return sum(self.ops_after.values())
+
+    @property
+    def rule_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for step in self.passes:
+            for rule, count in step.counts.items():
+                counts[rule] = counts.get(rule, 0) + count
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "frontend": self.frontend,
+            "output": self.output,
+            "nodes": {"before": self.nodes_before, "after": self.nodes_after},
+            "ops": {"before": self.ops_before, "after": self.ops_after},
+            "estimated_traffic_bytes": {
+                "before": self.traffic_before,
+                "after": self.traffic_after,
+                "saved": self.traffic_before - self.traffic_after,
+            },
+            "passes": [
+                {
+                    "name": p.name,
+                    "skipped": p.skipped,
+                    "counts": p.counts,
+                    "near_misses": [
+                        {"rule": m.rule, "node": m.node, "reason": m.reason} for m in p.near_misses
+                    ],
+                    "seconds": round(p.seconds, 6),
+                    "nodes_before": p.nodes_before,
+                    "nodes_after": p.nodes_after,
+                    "notes": p.notes,
+                }
+                for p in self.passes
+            ],
+            "verification": self.verification,
+            "seconds": {k: round(v, 6) for k, v in self.seconds.items()},
+            "notes": self.notes,
+        }
+
+
+def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
+    """Prints the report's tables on a rich Console."""
+    from rich.table import Table
+
+    passes = Table(title=f"graphopt: {report.source}", title_justify="left")
+    for column in ("pass", "rule", "count", "nodes", "ms"):
+        passes.add_column(column, justify="right" if column in ("count", "ms") else "left")
+    for step in report.passes:
+        nodes = f"{step.nodes_before} → {step.nodes_after}"
+        rules = sorted(step.counts.items()) or [("-", 0)]
+        for i, (rule, count) in enumerate(rules):
+            first = i == 0
+            passes.add_row(
+                step.name if first else "",
+                rule,
+                str(count) if count else "",
+                nodes if first else "",
+                f"{step.seconds * 1e3:.1f}" if first else "",
+            )
+    console.print(passes)
+
+    ops = Table(title="nodes by op", title_justify="left")
+    for column in ("op", "before", "after"):
+        ops.add_column(column, justify="left" if column == "op" else "right")
+    for name in sorted(set(report.ops_before) | set(report.ops_after)):
+        before, after = report.ops_before.get(name, 0), report.ops_after.get(name, 0)
+        if before != after:
+            ops.add_row(name, str(before), str(after))
+    ops.add_row("[bold]total[/bold]", str(report.nodes_before), str(report.nodes_after))
+    console.print(ops)
+
+    misses = [m for step in report.passes for m in step.near_misses]
+    if misses:
+        table = Table(title=f"near misses ({len(misses)})", title_justify="left")
+        for column in ("rule", "node", "reason"):
+            table.add_column(column)
+        for miss in misses[:near_miss_limit]:
+            table.add_row(miss.rule, miss.node, miss.reason)
+        if len(misses) > near_miss_limit:
+            table.add_row("…", f"{len(misses) - near_miss_limit} more", "see --report-json")
+        console.print(table)
+
+    saved = report.traffic_before - report.traffic_after
+    console.print(
+        f"estimated memory traffic: {_bytes(report.traffic_before)} → {_bytes(report.traffic_after)}"
+        f" ({_bytes(saved)} saved per run)"
+    )
+    if report.verification is not None:
+        v = report.verification
+        status = "[green]outputs match[/green]" if v.get("ok") else "[red]OUTPUTS DIFFER[/red]"
+        console.print(f"numeric check: {status} ({v.get('summary', '')})")
+    for note in report.notes:
+        console.print(f"note: {note}")
+    if report.output:
+        console.print(f"wrote {report.output}")
+
+
+def _bytes(count: int) -> str:
+    sign = "-" if count < 0 else ""
+    count = abs(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{sign}{count:.0f} {unit}" if unit == "B" else f"{sign}{count:.1f} {unit}"
+        count /= 1024
+    return f"{sign}{count} B"

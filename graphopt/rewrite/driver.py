@@ -1,0 +1,139 @@
+"""Applies rules to a fixed point and does all the surgery, so that rules never touch the graph."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..ir import Graph, GraphError, Node, Value
+from .pattern import Match, match
+from .rule import Builder, Fail, Rule
+
+log = logging.getLogger(__name__)
+
+MAX_ROUNDS = 100
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """A place where a rule's pattern matched but the rule declined, and why."""
+
+    rule: str
+    node: str
+    reason: str
+
+
+@dataclass
+class RewriteStats:
+    counts: Counter = field(default_factory=Counter)
+    near_misses: list[NearMiss] = field(default_factory=list)
+
+    def merge(self, other: RewriteStats) -> None:
+        self.counts.update(other.counts)
+        seen = set(self.near_misses)
+        self.near_misses.extend(m for m in other.near_misses if m not in seen)
+
+
+def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
+    stats = RewriteStats()
+    misses: dict[tuple[str, str], NearMiss] = {}
+    for _ in range(MAX_ROUNDS):
+        changed = False
+        for rule in rules:
+            for node in graph.nodes_of(rule.root.ops):
+                if node not in graph:
+                    continue  # erased by an earlier rewrite of this round
+                found = match(rule.root, node)
+                if found is None:
+                    continue
+                outcome = _qualify(graph, rule, found)
+                if outcome is None:
+                    continue  # the rule does not apply here, and nothing came close
+                if isinstance(outcome, Fail):
+                    misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, outcome.reason)
+                    continue
+                misses.pop((rule.name, node.name), None)
+                rewrite_match(graph, rule.name, outcome, rule.replace)
+                stats.counts[rule.name] += 1
+                changed = True
+        if not changed:
+            break
+    else:
+        raise GraphError(
+            f"rules {[r.name for r in rules]} did not reach a fixed point in {MAX_ROUNDS} rounds"
+        )
+    graph.sort()
+    # A near miss at a node that a later rewrite removed is no longer a miss.
+    live = {n.name for n in graph}
+    stats.near_misses = [m for m in misses.values() if m.node in live]
+    return stats
+
+
+def _qualify(graph: Graph, rule: Rule, found: Match) -> Match | Fail | None:
+    if not rule.allow_external_uses:
+        reason = external_use(graph, found.matched, found.root)
+        if reason:
+            return Fail(reason)
+    return rule.check(found)
+
+
+def external_use(graph: Graph, matched: Sequence[Node], root: Node) -> str | None:
+    """Why the values inside a match cannot disappear, or None when they can."""
+    inside = set(matched)
+    for node in matched:
+        if node is root:
+            continue
+        for value in node.outputs:
+            if graph.is_output(value):
+                return f"{value.name!r} is a graph output"
+            for use in value.uses:
+                if use.node not in inside:
+                    return f"{value.name!r} is also read by {use.node.op} {use.node.name!r}"
+    return None
+
+
+def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[Node]:
+    """Runs ``replace`` and swaps its results in for the root's outputs; returns the new nodes."""
+    builder = Builder(graph, rule_name, anchor=found.root)
+    results = replace(builder, found)
+    results = [results] if isinstance(results, Value) else list(results)
+    root = found.root
+    if len(results) > len(root.outputs):
+        raise GraphError(f"rule {rule_name} returned {len(results)} values for {len(root.outputs)} outputs")
+    results += [None] * (len(root.outputs) - len(results))
+    for old, new in zip(root.outputs, results, strict=True):
+        if new is None:
+            if graph.is_used(old):
+                raise GraphError(f"rule {rule_name} dropped {old.name!r}, which is still read")
+            continue
+        replace_value(graph, old, new, builder.created)
+    erase_dead(graph, found.matched)
+    return builder.created
+
+
+def replace_value(graph: Graph, old: Value, new: Value, created: Sequence[Node]) -> None:
+    """Rewires readers of ``old`` to ``new``. A value the rewrite created inherits ``old``'s name, and so
+    does any node's value that takes the place of a graph output, so the written model keeps its
+    value names and its interface."""
+    was_output = graph.is_output(old)
+    takes_over = (
+        new.producer is not None
+        and old.producer is not None
+        and (new.producer in created or (was_output and not graph.is_output(new)))
+    )
+    graph.replace_all_uses(old, new)
+    if takes_over:
+        graph.swap_names(old, new)
+
+
+def erase_dead(graph: Graph, nodes: Sequence[Node]) -> None:
+    pending = [n for n in nodes if n in graph]
+    while pending:
+        dead = [n for n in pending if not any(graph.is_used(v) for v in n.outputs)]
+        if not dead:
+            return
+        for node in dead:
+            graph.erase(node)
+        pending = [n for n in pending if n in graph]

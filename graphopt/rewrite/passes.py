@@ -1,0 +1,24 @@
+"""A pass: a name, a one-line description, and a function that changes a graph and says how."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..ir import Graph
+from .driver import RewriteStats, apply_rules
+from .rule import Rule
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    description: str
+    run: Callable[[Graph], RewriteStats]
+    rules: tuple[Rule, ...] = ()
+
+
+def rewrite_pass(name: str, description: str, rules: Sequence[Rule]) -> Pass:
+    """A pass that applies ``rules`` to a fixed point."""
+    rules = tuple(rules)
+    return Pass(name, description, lambda graph: apply_rules(graph, rules), rules)

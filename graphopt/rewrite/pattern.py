@@ -1,0 +1,169 @@
+"""Patterns that read like model code, and the matcher that finds them.
+
+    def pattern(x):
+        return op.tanh(op.layer_norm(x, ...).named("norm"))
+
+``op.<name>`` builds a node pattern for the canonical op of that name (``op.any_of(Op.RELU, Op.TANH)``
+for alternatives), the pattern function's parameters match any value, and ``...`` as the last input
+accepts whatever inputs follow. A sub-pattern used twice must match the same node (decomposed norms
+read ``x - mean`` twice). A number matches a constant of that value. Inputs of ``add`` and ``mul``
+match in either order.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..ir import Node, Op, Value, constant_of
+from ..ir.ops import COMMUTATIVE
+
+_OPS_BY_NAME = {name.lower(): value for name, value in vars(Op).items() if name.isupper()}
+
+
+class Var:
+    """Matches any value (``optional=True``: also an absent input) and binds it by name."""
+
+    def __init__(self, name: str, optional: bool = False):
+        self.name = name
+        self.optional = optional
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class NodePattern:
+    def __init__(self, ops: frozenset[str], inputs: tuple, attrs: dict[str, Any]):
+        self.ops = ops
+        self.rest = bool(inputs) and inputs[-1] is Ellipsis
+        self.inputs = inputs[:-1] if self.rest else inputs
+        self.attrs = attrs
+        self.name: str | None = None
+        self.output_index = 0
+
+    def named(self, name: str) -> NodePattern:
+        """Binds the matched node as ``match.node(name)``."""
+        self.name = name
+        return self
+
+    def output(self, index: int) -> NodePattern:
+        """Matches output ``index`` of the node instead of output 0."""
+        self.output_index = index
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"{'|'.join(sorted(self.ops))}({', '.join(map(repr, self.inputs))}{', ...' if self.rest else ''})"
+        )
+
+
+class _OpBuilder:
+    def __getattr__(self, name: str) -> Callable[..., NodePattern]:
+        if name not in _OPS_BY_NAME:
+            raise AttributeError(f"no canonical op named {name!r}")
+        return self.any_of(_OPS_BY_NAME[name])
+
+    @staticmethod
+    def any_of(*ops: str) -> Callable[..., NodePattern]:
+        def build(*inputs, **attrs) -> NodePattern:
+            return NodePattern(frozenset(ops), inputs, attrs)
+
+        return build
+
+
+op = _OpBuilder()
+
+
+class Match:
+    """What a pattern bound: values by parameter name, nodes by ``named()``, all matched nodes."""
+
+    def __init__(
+        self, root: Node, values: dict[str, Value | None], nodes: dict[str, Node], matched: list[Node]
+    ):
+        self.root = root
+        self.values = values
+        self.nodes = nodes
+        self.matched = matched
+        self.info: dict[str, Any] = {}  # what check() derived, for replace()
+
+    def __getitem__(self, name: str) -> Value | None:
+        return self.values[name]
+
+    def node(self, name: str) -> Node:
+        return self.nodes[name]
+
+    def with_info(self, **info: Any) -> Match:
+        self.info.update(info)
+        return self
+
+
+def build_pattern(function: Callable[..., NodePattern]) -> tuple[NodePattern, list[str]]:
+    names = list(inspect.signature(function).parameters)
+    root = function(*(Var(n) for n in names))
+    if not isinstance(root, NodePattern):
+        raise TypeError(f"pattern {function.__name__} must return a node pattern")
+    return root, names
+
+
+def match(pattern: NodePattern, node: Node) -> Match | None:
+    """The first way ``pattern`` matches with ``node`` as its root, or None."""
+    if pattern.output_index >= len(node.outputs):
+        return None
+    for binding in _match(pattern, node.outputs[pattern.output_index], {}):
+        values = {k: v for k, v in binding.items() if isinstance(k, str)}
+        nodes = {p.name: n for p, n in binding.items() if isinstance(p, NodePattern) and p.name}
+        matched = list(dict.fromkeys(n for p, n in binding.items() if isinstance(p, NodePattern)))
+        return Match(node, values, nodes, matched)
+    return None
+
+
+def _match(pattern, value: Value | None, binding: dict) -> Iterator[dict]:
+    if isinstance(pattern, Var):
+        if value is None and not pattern.optional:
+            return
+        if pattern.name in binding:
+            if binding[pattern.name] is value:
+                yield binding
+            return
+        yield {**binding, pattern.name: value}
+        return
+    if isinstance(pattern, int | float):
+        tensor = constant_of(value) if value is not None else None
+        scalar = tensor.scalar() if tensor is not None else None
+        if scalar is not None and math.isclose(scalar, pattern, rel_tol=1e-6, abs_tol=1e-12):
+            yield binding
+        return
+    if value is None or value.producer is None:
+        return
+    node = value.producer
+    if pattern in binding:
+        if binding[pattern] is node:
+            yield binding
+        return
+    if node.op not in pattern.ops or value.index != pattern.output_index:
+        return
+    if not all(_attr_matches(node.attrs.get(k), want) for k, want in pattern.attrs.items()):
+        return
+    inputs = node.inputs
+    if len(inputs) < len(pattern.inputs) or (len(inputs) > len(pattern.inputs) and not pattern.rest):
+        return
+    binding = {**binding, pattern: node}
+    orders = [pattern.inputs]
+    if node.op in COMMUTATIVE and len(pattern.inputs) == 2:
+        orders.append(pattern.inputs[::-1])
+    for order in orders:
+        yield from _match_inputs(order, inputs, 0, binding)
+
+
+def _match_inputs(patterns, inputs, i: int, binding: dict) -> Iterator[dict]:
+    if i == len(patterns):
+        yield binding
+        return
+    for extended in _match(patterns[i], inputs[i], binding):
+        yield from _match_inputs(patterns, inputs, i + 1, extended)
+
+
+def _attr_matches(actual: Any, want: Any) -> bool:
+    return want(actual) if callable(want) else actual == want

@@ -1,0 +1,89 @@
+"""A rule is three plain functions: pattern, check, replace.
+
+* ``pattern(x, ...)`` returns a node pattern (see pattern.py);
+* ``check(match)`` returns the match (optionally with derived ``info``), a ``Fail`` whose reason names
+  the value or node that disqualified it (reported as a near miss), or None when the rule simply does
+  not apply (nothing worth reporting);
+* ``replace(builder, match)`` builds the new values that take the place of the root node's outputs.
+
+Rules keep no state between check and replace; the driver does all graph surgery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ..ir import DType, Graph, Node, Tensor, Value
+from .pattern import _OPS_BY_NAME, Match, NodePattern, build_pattern
+
+
+@dataclass(frozen=True)
+class Fail:
+    reason: str
+
+
+CheckResult = Match | Fail | None
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    pattern: Callable[..., NodePattern]
+    replace: Callable[[Builder, Match], Value | Sequence[Value]]
+    check: Callable[[Match], CheckResult] = field(default=lambda m: m)
+    # Whether the values between the root and the pattern's inputs may have readers outside the match
+    # (they then stay computed, so such a rule must still pay off with them kept).
+    allow_external_uses: bool = False
+
+    @cached_property
+    def root(self) -> NodePattern:
+        return build_pattern(self.pattern)[0]
+
+
+class Builder:
+    """Creates nodes for one rewrite; each records the rule that made it."""
+
+    def __init__(self, graph: Graph, rule: str, anchor: Node | None = None):
+        self.graph = graph
+        self.rule = rule
+        self.anchor = anchor
+        self.created: list[Node] = []
+
+    def add(
+        self,
+        op: str,
+        *inputs: Value | None,
+        outputs: Sequence[tuple[str, DType | None, Any]] | None = None,
+        name: str | None = None,
+        **attrs: Any,
+    ) -> Node:
+        """Adds a node; ``name`` defaults to one derived from the matched root's name."""
+        hint = f"{self.anchor.name}/{op}" if self.anchor is not None else op
+        node = self.graph.add_node(op, inputs, attrs, outputs=outputs, name=name or self._node_name(hint))
+        node.meta["rule"] = self.rule
+        self.created.append(node)
+        return node
+
+    def constant(self, array: np.ndarray | Tensor, name: str, dtype: DType | None = None) -> Value:
+        tensor = array if isinstance(array, Tensor) else Tensor.from_array(array, dtype)
+        value = self.graph.add_constant(tensor, name)
+        value.meta["rule"] = self.rule
+        return value
+
+    def __getattr__(self, name: str) -> Callable[..., Value | tuple[Value, ...]]:
+        if name not in _OPS_BY_NAME:
+            raise AttributeError(f"no canonical op named {name!r}")
+
+        def build(*inputs: Value | None, **attrs: Any) -> Value | tuple[Value, ...]:
+            node = self.add(_OPS_BY_NAME[name], *inputs, **attrs)
+            return node.output if len(node.outputs) == 1 else tuple(node.outputs)
+
+        return build
+
+    def _node_name(self, hint: str) -> str:
+        return f"{hint}_{len(self.created)}" if self.created else hint

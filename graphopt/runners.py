@@ -1,0 +1,61 @@
+"""Running a model on concrete inputs: ONNX models in ONNX Runtime, ExportedPrograms in torch."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+log = logging.getLogger(__name__)
+
+
+def onnx_session(model: onnx.ModelProto | str | Path, source_dir: Path | None = None):
+    """An InferenceSession on the CPU, with graphopt's op library registered when it is built."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    with contextlib.suppress(ImportError, FileNotFoundError, OSError):
+        from .ort import library_path
+
+        options.register_custom_ops_library(library_path())
+    if isinstance(model, onnx.ModelProto):
+        from .backends.onnx_write import needs_external_data, save_onnx
+
+        if needs_external_data(model):
+            # External weights are found relative to a file: write the model where ORT can read it.
+            with tempfile.TemporaryDirectory(prefix="graphopt-") as folder:
+                path = save_onnx(model, Path(folder) / "model.onnx", source_dir=source_dir)
+                return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+
+def run_onnx(
+    model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray], source_dir: Path | None = None
+) -> tuple[list[str], list[Any]]:
+    session = onnx_session(model, source_dir)
+    names = [o.name for o in session.get_outputs()]
+    wanted = {i.name for i in session.get_inputs()}
+    return names, session.run(None, {k: v for k, v in feeds.items() if k in wanted})
+
+
+def run_program(program, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[Any]]:
+    """Runs an ExportedProgram on its user inputs (given by placeholder name)."""
+    import torch
+
+    from .frontends.torch_export import user_input_names
+
+    args = [torch.from_numpy(np.ascontiguousarray(feeds[name])) for name in user_input_names(program)]
+    with torch.no_grad():
+        outputs = program.module()(*args)
+    flat = list(outputs) if isinstance(outputs, tuple | list) else [outputs]
+    names = [f"output_{i}" for i in range(len(flat))]
+    return names, [
+        o.detach().float().numpy() if o.dtype == torch.bfloat16 else o.detach().numpy() for o in flat
+    ]
