@@ -14,7 +14,8 @@ from .errors import BadInput
 from .ir import Graph
 
 SUPPORTED = (
-    "an ONNX model (.onnx), a torch.export archive (.pt2), an onnx.ModelProto or a torch.export.ExportedProgram"
+    "an ONNX model (.onnx), a torch.export archive (.pt2), an onnx.ModelProto "
+    "or a torch.export.ExportedProgram"
 )
 
 

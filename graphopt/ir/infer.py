@@ -197,6 +197,11 @@ def _reduce_mean(node: Node) -> list[OutputType]:
     return [(x.dtype, tuple(dims))]
 
 
+def _var_mean(node: Node) -> list[OutputType]:
+    reduced = _reduce_mean(node)[0]
+    return [reduced, reduced]
+
+
 def _matmul(node: Node) -> list[OutputType]:
     a, b = _x(node, 0), _x(node, 1)
     if a.shape is None or b.shape is None:
@@ -246,6 +251,7 @@ _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
     Op.CONCAT: _concat,
     Op.STACK: _stack,
     Op.REDUCE_MEAN: _reduce_mean,
+    Op.VAR_MEAN: _var_mean,
     Op.MATMUL: _matmul,
     Op.LINEAR: lambda node: _linear_of(node, weight_index=1),
     Op.NORM_ACT: _norm_act,

@@ -50,6 +50,7 @@ class Op:
     POW = "pow"
     # Reductions
     REDUCE_MEAN = "reduce_mean"  # axes: tuple[int], keepdims: bool; raw: (x, axes?)
+    VAR_MEAN = "var_mean"  # axes, correction: int, keepdims: bool; outputs (var, mean) (aten var_mean)
     # Linear algebra
     MATMUL = "matmul"  # NumPy matmul semantics, batched and broadcast
     LINEAR = "linear"  # x @ weight.T + bias; inputs (x, weight [K, D], bias?)
