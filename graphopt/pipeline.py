@@ -6,7 +6,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from graphopt.passes import fold_shape_inputs, normalize_axes, remove_dead_nodes, remove_identity
+from graphopt.passes import (
+    batch_parallel_chains,
+    batch_split_chains,
+    collapse_reshapes,
+    fold_shape_inputs,
+    normalize_axes,
+    recognize_stack,
+    remove_dead_nodes,
+    remove_identity,
+)
 
 from .errors import BadInput
 from .ir import Graph, verify
@@ -16,6 +25,10 @@ PIPELINE: tuple[Pass, ...] = (
     remove_identity.PASS,
     fold_shape_inputs.PASS,
     normalize_axes.PASS,
+    recognize_stack.PASS,
+    batch_split_chains.PASS,
+    batch_parallel_chains.PASS,
+    collapse_reshapes.PASS,
     remove_dead_nodes.PASS,
 )
 

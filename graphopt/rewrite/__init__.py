@@ -11,10 +11,11 @@ from .driver import (
 )
 from .passes import Pass, rewrite_pass
 from .pattern import Match, NodePattern, Var, match, op
-from .rule import Builder, Fail, Rule
+from .rule import Builder, Decline, Fail, Rule
 
 __all__ = [
     "Builder",
+    "Decline",
     "Fail",
     "Match",
     "NearMiss",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..ir import Graph, GraphError, Node, Value
 from .pattern import Match, match
-from .rule import Builder, Fail, Rule
+from .rule import Builder, Decline, Fail, Rule
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,12 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
                 if isinstance(outcome, Fail):
                     misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, outcome.reason)
                     continue
+                try:
+                    rewrite_match(graph, rule.name, outcome, rule.replace)
+                except Decline as declined:
+                    misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, declined.reason)
+                    continue
                 misses.pop((rule.name, node.name), None)
-                rewrite_match(graph, rule.name, outcome, rule.replace)
                 stats.counts[rule.name] += 1
                 changed = True
         if not changed:
@@ -97,7 +101,12 @@ def external_use(graph: Graph, matched: Sequence[Node], root: Node) -> str | Non
 def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[Node]:
     """Runs ``replace`` and swaps its results in for the root's outputs; returns the new nodes."""
     builder = Builder(graph, rule_name, anchor=found.root)
-    results = replace(builder, found)
+    constants_before = set(graph.constants)
+    try:
+        results = replace(builder, found)
+    except Decline:
+        _undo(graph, builder.created, constants_before)
+        raise
     results = [results] if isinstance(results, Value) else list(results)
     root = found.root
     if len(results) > len(root.outputs):
@@ -126,6 +135,13 @@ def replace_value(graph: Graph, old: Value, new: Value, created: Sequence[Node])
     graph.replace_all_uses(old, new)
     if takes_over:
         graph.swap_names(old, new)
+
+
+def _undo(graph: Graph, created: Sequence[Node], constants_before: set[str]) -> None:
+    for node in reversed(created):
+        graph.erase(node)
+    for name in set(graph.constants) - constants_before:
+        del graph.constants[name]
 
 
 def erase_dead(graph: Graph, nodes: Sequence[Node]) -> None:

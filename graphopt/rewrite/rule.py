@@ -27,6 +27,18 @@ class Fail:
     reason: str
 
 
+class Decline(Exception):
+    """Raised by ``replace`` when it finds, while building, that the rewrite cannot be done.
+
+    The driver removes whatever the builder created and records the reason as a near miss, so a rule
+    never has to run its construction twice (once to check, once to build).
+    """
+
+    @property
+    def reason(self) -> str:
+        return str(self.args[0])
+
+
 CheckResult = Match | Fail | None
 
 

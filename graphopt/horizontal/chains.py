@@ -1,0 +1,134 @@
+"""Per-slice chains: the nodes between a piece and the value a stack/concat combines.
+
+A chain is traced backwards from the combined value through single-output ops that have a batching
+rule; it stops at constants and at the first value that is not made that way (the piece). Every value
+inside must be read only inside the chain, or the chain is refused. Two chains are *identical* when their nodes, in the same deterministic
+order, have the same ops, attributes, wiring, dtypes and shapes; their constants may differ (they
+are stacked once, at optimize time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..ir import Graph, Node, Tensor, Value, constant_of
+from ..rewrite import Fail
+from .batch_ops import BATCHABLE
+
+
+@dataclass
+class Chain:
+    piece: Value  # the slice the chain starts from
+    nodes: list[Node]  # in dependency order; nodes[-1] produces ``output``
+    output: Value  # what the combine reads
+
+
+def trace_chain(graph: Graph, output: Value, combine: Node) -> Chain | Fail:
+    """The chain ending at ``output`` (an input of ``combine``), or why there is none."""
+    if output.producer is None or output.producer.op not in BATCHABLE or constant_of(output) is not None:
+        return Chain(output, [], output)
+    order: list[Node] = []
+    inside: set[Node] = set()
+    leaves: dict[Value, None] = {}
+    _collect(output.producer, inside, order, leaves)
+    for node in order:
+        for value in node.outputs:
+            for use in value.uses:
+                if use.node not in inside and not (value is output and use.node is combine):
+                    return Fail(f"{value.name!r} is also read by {use.node.op} {use.node.name!r}")
+            if graph.is_output(value):
+                return Fail(f"{value.name!r} is a graph output")
+    if output.uses and any(use.node is not combine for use in output.uses):
+        return Fail(f"{output.name!r} is also read outside the {combine.op}")
+    if len(leaves) != 1:
+        names = ", ".join(repr(v.name) for v in leaves) or "none"
+        return Fail(
+            f"the chain ending at {output.name!r} reads {len(leaves)} run-time values ({names}), not one"
+        )
+    return Chain(next(iter(leaves)), order, output)
+
+
+def _collect(root: Node, inside: set[Node], order: list[Node], leaves: dict[Value, None]) -> None:
+    """Post-order DFS over batchable producers; the values where it stops are the leaves."""
+    stack = [(root, 0)]
+    inside.add(root)
+    while stack:
+        node, index = stack.pop()
+        if index < len(node.inputs):
+            stack.append((node, index + 1))
+            value = node.inputs[index]
+            if value is None or constant_of(value) is not None:
+                continue
+            producer = value.producer
+            if producer in inside:
+                continue
+            if producer is None or producer.op not in BATCHABLE or len(producer.outputs) != 1:
+                leaves[value] = None
+                continue
+            inside.add(producer)
+            stack.append((producer, 0))
+        else:
+            order.append(node)
+
+
+def signature(chain: Chain) -> tuple:
+    """A structural key: equal for chains that compute the same function of their pieces."""
+    index = {node: i for i, node in enumerate(chain.nodes)}
+    key = []
+    for node in chain.nodes:
+        inputs = []
+        for value in node.inputs:
+            if value is None:
+                inputs.append(("none",))
+            elif value is chain.piece:
+                inputs.append(("piece",))
+            elif value.producer in index:
+                inputs.append(("node", index[value.producer], value.index))
+            else:
+                tensor = constant_of(value)
+                inputs.append(("const", str(tensor.dtype), tensor.shape))
+        outputs = tuple((str(v.dtype), v.shape) for v in node.outputs)
+        key.append((node.op, _freeze(node.attrs), tuple(inputs), outputs))
+    return (str(chain.piece.dtype), chain.piece.shape, tuple(key))
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, Tensor):
+        return ("tensor", str(value.dtype), value.shape, value.numpy().tobytes())
+    if isinstance(value, np.ndarray):
+        return ("array", str(value.dtype), value.shape, value.tobytes())
+    return value
+
+
+def first_difference(chains: list[Chain]) -> str:
+    """Names where the first chain that differs from chain 0 departs from it, for the near-miss report."""
+    reference = signature(chains[0])
+    for i, chain in enumerate(chains[1:], start=1):
+        other = signature(chain)
+        if other == reference:
+            continue
+        if other[:2] != reference[:2]:
+            return f"piece {i} ({chain.piece.name!r}) has type {other[0]}{list(other[1] or [])}, piece 0 {reference[0]}{list(reference[1] or [])}"
+        if len(other[2]) != len(reference[2]):
+            return f"chain {i} has {len(chain.nodes)} ops, chain 0 has {len(chains[0].nodes)}"
+        for j, (mine, theirs) in enumerate(zip(reference[2], other[2], strict=True)):
+            if mine != theirs:
+                a, b = chains[0].nodes[j], chain.nodes[j]
+                what = (
+                    "op"
+                    if mine[0] != theirs[0]
+                    else "attributes"
+                    if mine[1] != theirs[1]
+                    else "inputs"
+                    if mine[2] != theirs[2]
+                    else "output types"
+                )
+                return f"chain {i} differs from chain 0 in the {what} of {b.op} {b.name!r} (vs {a.op} {a.name!r})"
+    return "chains are identical"

@@ -1,0 +1,40 @@
+"""Reachability questions on the IR, answered with networkx.
+
+Fusing a set of nodes into one must not create a cycle: that happens exactly when a value the fused
+node would read depends on one of the nodes it replaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import networkx as nx
+
+from ..ir import Graph, Node, Value
+
+
+def dependency_graph(graph: Graph) -> nx.DiGraph:
+    """An edge producer → consumer for every value a node reads."""
+    dag = nx.DiGraph()
+    dag.add_nodes_from(graph)
+    for node in graph:
+        for value in node.inputs:
+            if value is not None and value.producer is not None:
+                dag.add_edge(value.producer, node)
+    return dag
+
+
+def ancestors(dag: nx.DiGraph, values: Iterable[Value]) -> set[Node]:
+    found: set[Node] = set()
+    for value in values:
+        if value.producer is not None and value.producer not in found:
+            found.add(value.producer)
+            found |= nx.ancestors(dag, value.producer)
+    return found
+
+
+def creates_cycle(graph: Graph, fused: Iterable[Node], inputs: Iterable[Value]) -> bool:
+    """Whether one node replacing ``fused`` and reading ``inputs`` would depend on itself."""
+    fused = set(fused)
+    outside = [v for v in inputs if v is not None and v.producer not in fused]
+    return bool(ancestors(dependency_graph(graph), outside) & fused)
