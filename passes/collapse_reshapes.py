@@ -43,7 +43,7 @@ def check_noop(match):
     x, out = match["x"], match.root.output
     if x.shape is None or out.shape is None or tuple(x.shape) != tuple(out.shape):
         return None
-    if any(d is None for d in x.shape) or match.root.graph.is_output(out) and x.producer is None:
+    if any(d is None for d in x.shape) or (match.root.graph.is_output(out) and x.producer is None):
         return None
     return match
 

@@ -74,10 +74,7 @@ def constant_operand(b: Builder, operand: Constant, piece_rank: int, axis: int, 
     if operand.shared and axis <= piece_rank - rank:
         return operand.values[0]  # the batch axis lands in broadcast padding: the constant works as is
     arrays = [a.reshape((1,) * (piece_rank - rank) + a.shape) for a in operand.arrays]
-    if operand.shared:
-        stacked = np.expand_dims(arrays[0], axis)
-    else:
-        stacked = np.stack(arrays, axis=axis)
+    stacked = np.expand_dims(arrays[0], axis) if operand.shared else np.stack(arrays, axis=axis)
     return b.constant(np.ascontiguousarray(stacked), hint, dtype=operand.values[0].dtype)
 
 

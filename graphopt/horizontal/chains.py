@@ -2,8 +2,8 @@
 
 A chain is traced backwards from the combined value through single-output ops that have a batching
 rule; it stops at constants and at the first value that is not made that way (the piece). Every value
-inside must be read only inside the chain, or the chain is refused. Two chains are *identical* when their nodes, in the same deterministic
-order, have the same ops, attributes, wiring, dtypes and shapes; their constants may differ (they
+inside must be read only inside the chain, or the chain is refused. Two chains are *identical* when
+their nodes, in the same deterministic order, have the same ops, attributes, wiring, dtypes and shapes; their constants may differ (they
 are stacked once, at optimize time).
 """
 
@@ -115,20 +115,17 @@ def first_difference(chains: list[Chain]) -> str:
         if other == reference:
             continue
         if other[:2] != reference[:2]:
-            return f"piece {i} ({chain.piece.name!r}) has type {other[0]}{list(other[1] or [])}, piece 0 {reference[0]}{list(reference[1] or [])}"
+            mine, theirs = f"{reference[0]}{list(reference[1] or [])}", f"{other[0]}{list(other[1] or [])}"
+            return f"piece {i} ({chain.piece.name!r}) is {theirs}, piece 0 is {mine}"
         if len(other[2]) != len(reference[2]):
             return f"chain {i} has {len(chain.nodes)} ops, chain 0 has {len(chains[0].nodes)}"
         for j, (mine, theirs) in enumerate(zip(reference[2], other[2], strict=True)):
             if mine != theirs:
                 a, b = chains[0].nodes[j], chain.nodes[j]
-                what = (
-                    "op"
-                    if mine[0] != theirs[0]
-                    else "attributes"
-                    if mine[1] != theirs[1]
-                    else "inputs"
-                    if mine[2] != theirs[2]
-                    else "output types"
+                what = next(
+                    part
+                    for part, x, y in zip(("op", "attributes", "inputs", "output types"), mine, theirs, strict=True)
+                    if x != y
                 )
-                return f"chain {i} differs from chain 0 in the {what} of {b.op} {b.name!r} (vs {a.op} {a.name!r})"
+                return f"chain {i} differs from chain 0 in the {what} of {b.op} {b.name!r} (chain 0: {a.name!r})"
     return "chains are identical"
