@@ -3,8 +3,8 @@
 A chain is traced backwards from the combined value through single-output ops that have a batching
 rule; it stops at constants and at the first value that is not made that way (the piece). Every value
 inside must be read only inside the chain, or the chain is refused. Two chains are *identical* when
-their nodes, in the same deterministic order, have the same ops, attributes, wiring, dtypes and shapes; their constants may differ (they
-are stacked once, at optimize time).
+their nodes, in the same deterministic order, have the same ops, attributes, wiring, dtypes and
+shapes; their constants may differ (they are stacked once, at optimize time).
 """
 
 from __future__ import annotations
@@ -122,10 +122,7 @@ def first_difference(chains: list[Chain]) -> str:
         for j, (mine, theirs) in enumerate(zip(reference[2], other[2], strict=True)):
             if mine != theirs:
                 a, b = chains[0].nodes[j], chain.nodes[j]
-                what = next(
-                    part
-                    for part, x, y in zip(("op", "attributes", "inputs", "output types"), mine, theirs, strict=True)
-                    if x != y
-                )
-                return f"chain {i} differs from chain 0 in the {what} of {b.op} {b.name!r} (chain 0: {a.name!r})"
+                parts = ("op", "attributes", "inputs", "output types")
+                what = next(part for part, x, y in zip(parts, mine, theirs, strict=True) if x != y)
+                return f"chain {i} differs from chain 0 in the {what} of {b.op} {b.name!r} (vs {a.name!r})"
     return "chains are identical"
