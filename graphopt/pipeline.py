@@ -11,7 +11,10 @@ from graphopt.passes import (
     batch_split_chains,
     collapse_reshapes,
     fold_shape_inputs,
+    fuse_norm_act,
     normalize_axes,
+    recognize_activations,
+    recognize_norms,
     recognize_stack,
     remove_dead_nodes,
     remove_identity,
@@ -26,9 +29,12 @@ PIPELINE: tuple[Pass, ...] = (
     fold_shape_inputs.PASS,
     normalize_axes.PASS,
     recognize_stack.PASS,
+    recognize_activations.PASS,
+    recognize_norms.PASS,
     batch_split_chains.PASS,
     batch_parallel_chains.PASS,
     collapse_reshapes.PASS,
+    fuse_norm_act.PASS,
     remove_dead_nodes.PASS,
 )
 

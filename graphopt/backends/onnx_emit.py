@@ -217,43 +217,25 @@ def _gelu(e: Emitter, node: Node) -> None:
     if e.opset >= 20:
         e.node("Gelu", [node.input(0)], _outs(node), name=node.name, approximate=approximate)
         return
-    x, dtype = node.input(0), node.input(0).dtype.numpy
-    half, inner, activation, plus = (e.temp(f"{node.name}_{s}") for s in ("half", "inner", "act", "plus"))
-    e.node("Mul", [x, e.const(np.asarray(0.5, dtype), f"{node.name}_c05")], [half], name=f"{node.name}/half")
+    # Written in the order torch's exporter writes it, which ONNX Runtime's own GELU fusion expects.
+    x, dtype, name = node.input(0), node.input(0).dtype.numpy, node.name
+
+    def step(op_type: str, inputs: list, label: str) -> str:
+        out = e.temp(f"{name}_{label}")
+        e.node(op_type, inputs, [out], name=f"{name}/{label}")
+        return out
+
+    def const(value: float, label: str) -> str:
+        return e.const(np.asarray(value, dtype), f"{name}_{label}")
+
     if approximate == "tanh":
-        cube, poly, scaled = (e.temp(f"{node.name}_{s}") for s in ("cube", "poly", "scaled"))
-        e.node(
-            "Pow", [x, e.const(np.asarray(3.0, dtype), f"{node.name}_c3")], [cube], name=f"{node.name}/cube"
-        )
-        e.node(
-            "Mul",
-            [cube, e.const(np.asarray(0.044715, dtype), f"{node.name}_c")],
-            [poly],
-            name=f"{node.name}/poly",
-        )
-        e.node("Add", [x, poly], [inner], name=f"{node.name}/inner")
-        e.node(
-            "Mul",
-            [inner, e.const(np.asarray(np.sqrt(2 / np.pi), dtype), f"{node.name}_k")],
-            [scaled],
-            name=f"{node.name}/scale",
-        )
-        e.node("Tanh", [scaled], [activation], name=f"{node.name}/tanh")
+        cube = step("Mul", [x, step("Mul", [x, x], "square")], "cube")
+        inner = step("Add", [x, step("Mul", [const(0.044715, "c"), cube], "poly")], "inner")
+        activation = step("Tanh", [step("Mul", [const(np.sqrt(2 / np.pi), "k"), inner], "scaled")], "tanh")
     else:
-        e.node(
-            "Div",
-            [x, e.const(np.asarray(np.sqrt(2.0), dtype), f"{node.name}_sqrt2")],
-            [inner],
-            name=f"{node.name}/scale",
-        )
-        e.node("Erf", [inner], [activation], name=f"{node.name}/erf")
-    e.node(
-        "Add",
-        [activation, e.const(np.asarray(1.0, dtype), f"{node.name}_c1")],
-        [plus],
-        name=f"{node.name}/plus",
-    )
-    e.node("Mul", [half, plus], _outs(node), name=node.name)
+        activation = step("Erf", [step("Div", [x, const(np.sqrt(2.0), "sqrt2")], "scaled")], "erf")
+    product = step("Mul", [x, step("Add", [activation, const(1.0, "one")], "plus")], "product")
+    e.node("Mul", [product, const(0.5, "half")], _outs(node), name=name)
 
 
 def _silu(e: Emitter, node: Node) -> None:

@@ -43,7 +43,7 @@ class Tensor:
         dtype = dtype or DType.from_numpy(array.dtype)
         if dtype is None:
             raise TypeError(f"no graph dtype for NumPy dtype {array.dtype}")
-        array = np.ascontiguousarray(array, dtype=dtype.numpy)
+        array = np.asarray(array, dtype=dtype.numpy, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
         return cls(dtype, array.shape, array=array)
 
     @property

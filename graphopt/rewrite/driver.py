@@ -107,8 +107,18 @@ def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[N
     except Decline:
         _undo(graph, builder.created, constants_before)
         raise
-    results = [results] if isinstance(results, Value) else list(results)
     root = found.root
+    if isinstance(results, dict):
+        # Besides the root's outputs, the rule replaces other matched values (a fused op that also
+        # returns an intermediate, such as the residual sum that later layers read).
+        for old, new in results.items():
+            replace_value(graph, old, new, builder.created)
+        for old in root.outputs:
+            if old not in results and graph.is_used(old):
+                raise GraphError(f"rule {rule_name} dropped {old.name!r}, which is still read")
+        erase_dead(graph, found.matched)
+        return builder.created
+    results = [results] if isinstance(results, Value) else list(results)
     if len(results) > len(root.outputs):
         raise GraphError(f"rule {rule_name} returned {len(results)} values for {len(root.outputs)} outputs")
     results += [None] * (len(root.outputs) - len(results))

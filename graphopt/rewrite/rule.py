@@ -4,7 +4,8 @@
 * ``check(match)`` returns the match (optionally with derived ``info``), a ``Fail`` whose reason names
   the value or node that disqualified it (reported as a near miss), or None when the rule simply does
   not apply (nothing worth reporting);
-* ``replace(builder, match)`` builds the new values that take the place of the root node's outputs.
+* ``replace(builder, match)`` builds the new values that take the place of the root node's outputs
+  (or returns a dict {old value: new value} when it also replaces other matched values).
 
 Rules keep no state between check and replace; the driver does all graph surgery.
 """

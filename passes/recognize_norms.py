@@ -1,0 +1,211 @@
+"""recognize_norms: layer and RMS norms written out in elementwise ops become single norm ops.
+
+Older exporters and converters write ``ReduceMean → Sub → Pow → ReduceMean → Add → Sqrt → Div`` (or
+with ``Mul(d, d)``, ``Reciprocal(Sqrt)``, ``Rsqrt``); decomposed torch programs use ``var_mean`` and
+``rsqrt``. The scale and bias that follow (``* w + b``) and the Casts that mixed-precision exports
+wrap around a norm are folded in afterwards, so every spelling ends as one ``layer_norm``/``rms_norm``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from graphopt.ir import DType, Op, constant_of
+from graphopt.rewrite import Fail, Rule, op, rewrite_pass
+
+from .fuse_norm_act import KERNEL_DTYPES
+
+
+def _inverse_sqrt(numerator, denominator, form: str):
+    if form == "div":
+        return op.div(numerator, op.sqrt(denominator))
+    if form == "rsqrt":
+        return op.mul(numerator, op.rsqrt(denominator))
+    if form == "one_over":
+        return op.mul(numerator, op.div(1.0, op.sqrt(denominator)))
+    return op.mul(numerator, op.reciprocal(op.sqrt(denominator)))
+
+
+def _square(value, form: str):
+    return op.pow(value, 2.0) if form == "pow" else op.mul(value, value)
+
+
+def _layer_norm_pattern(square: str, inverse: str):
+    def pattern(x, eps):
+        centered = op.sub(x, op.reduce_mean(x).named("mean"))
+        variance = op.reduce_mean(_square(centered, square)).named("var")
+        return _inverse_sqrt(centered, op.add(variance, eps), inverse)
+
+    return pattern
+
+
+def _rms_norm_pattern(square: str, inverse: str):
+    def pattern(x, eps):
+        mean_square = op.reduce_mean(_square(x, square)).named("var")
+        return _inverse_sqrt(x, op.add(mean_square, eps), inverse)
+
+    return pattern
+
+
+def var_mean_pattern(x, eps):
+    variance = op.var_mean(x).output(0).named("var")
+    centered = op.sub(x, op.var_mean(x).output(1).named("mean"))
+    return op.mul(centered, op.rsqrt(op.add(variance, eps)))
+
+
+def _trailing_axis(match, reduce_names) -> int | Fail:
+    """The first normalized axis, if every reduction is over the trailing dims with keepdims."""
+    x = match["x"]
+    if x.rank is None:
+        return Fail(f"rank of {x.name!r} is unknown")
+    axes = None
+    for name in reduce_names:
+        node = match.node(name)
+        if len(node.inputs) != 1 or not node.attrs.get("keepdims", False) or "axes" not in node.attrs:
+            return Fail(f"{node.op} {node.name!r} does not keep dims or has run-time axes")
+        found = tuple(sorted(a % x.rank for a in node.attrs["axes"]))
+        if axes is not None and found != axes:
+            return Fail(f"reductions disagree on axes: {axes} and {found}")
+        axes = found
+    if axes != tuple(range(axes[0], x.rank)):
+        return Fail(f"normalized axes {axes} are not the trailing dims of {x.name!r}")
+    return axes[0]
+
+
+def _check(match, reduce_names):
+    x = match["x"]
+    if x.dtype is None or not x.dtype.is_float:
+        return None
+    if "mean" in match.nodes and "var" in match.nodes and match.node("var").op == Op.VAR_MEAN:
+        if match.node("mean") is not match.node("var"):
+            return None
+        if match.node("var").attrs.get("correction", 1) != 0:
+            return Fail("var_mean uses a corrected (unbiased) variance")
+    eps = constant_of(match["eps"])
+    if eps is None or eps.scalar() is None:
+        return Fail(f"epsilon {match['eps'].name!r} is not a constant scalar")
+    axis = _trailing_axis(match, reduce_names)
+    if isinstance(axis, Fail):
+        return axis
+    return match.with_info(axis=axis, eps=float(eps.scalar()))
+
+
+def check_layer_norm(match):
+    names = ["var"] if match.node("var").op == Op.VAR_MEAN else ["mean", "var"]
+    return _check(match, names)
+
+
+def check_rms_norm(match):
+    return _check(match, ["var"])
+
+
+def replace_layer_norm(b, match):
+    return b.layer_norm(match["x"], axis=match.info["axis"], eps=match.info["eps"])
+
+
+def replace_rms_norm(b, match):
+    return b.rms_norm(match["x"], axis=match.info["axis"], eps=match.info["eps"])
+
+
+# Folding the affine part and the casts into a norm.
+
+
+def scale_pattern(x, w):
+    return op.mul(op.any_of(Op.LAYER_NORM, Op.RMS_NORM)(x).named("norm"), w)
+
+
+def bias_pattern(x, w, c):
+    return op.add(op.layer_norm(x, w).named("norm"), c)
+
+
+def _normalized_constant(match, name: str):
+    norm, weight = match.node("norm"), match[name]
+    tensor = constant_of(weight)
+    x = match["x"]
+    if tensor is None:
+        return Fail(f"{weight.name!r} is computed at run time")
+    normalized = tuple(x.shape[norm.attrs["axis"] :]) if x.shape is not None else None
+    if normalized is None or not all(isinstance(d, int) for d in normalized):
+        return Fail(f"normalized dims of {x.name!r} are not static")
+    shape = tuple(tensor.shape)
+    while len(shape) > len(normalized) and shape[0] == 1:
+        shape = shape[1:]
+    if shape != normalized or weight.dtype != x.dtype:
+        return Fail(
+            f"{weight.name!r} ({weight.dtype}{list(tensor.shape)}) is not one value per normalized element"
+        )
+    return tensor.numpy().reshape(normalized)
+
+
+def check_scale(match):
+    array = _normalized_constant(match, "w")
+    return array if isinstance(array, Fail) else match.with_info(array=array)
+
+
+def replace_scale(b, match):
+    norm = match.node("norm")
+    weight = b.constant(match.info["array"], f"{norm.name}_scale")
+    return b.add(norm.op, match["x"], weight, **norm.attrs).output
+
+
+def check_bias(match):
+    array = _normalized_constant(match, "c")
+    return array if isinstance(array, Fail) else match.with_info(array=array)
+
+
+def replace_bias(b, match):
+    norm = match.node("norm")
+    bias = b.constant(match.info["array"], f"{norm.name}_bias")
+    return b.layer_norm(match["x"], match["w"], bias, **norm.attrs)
+
+
+def cast_pattern(x):
+    return op.cast(op.any_of(Op.LAYER_NORM, Op.RMS_NORM)(op.cast(x).named("up"), ...).named("norm"))
+
+
+def check_casts(match):
+    x, norm, up = match["x"], match.node("norm"), match.node("up")
+    if x.dtype not in KERNEL_DTYPES - {DType.FLOAT32} or match.root.attrs["to"] != x.dtype:
+        return None
+    if up.attrs["to"] != DType.FLOAT32:
+        return None
+    weights = []
+    for weight in norm.inputs[1:]:
+        tensor = constant_of(weight) if weight is not None else None
+        if weight is not None and tensor is None:
+            return Fail(f"{weight.name!r} is computed at run time")
+        weights.append(None if weight is None else tensor.numpy().astype(x.dtype.numpy))
+    return match.with_info(weights=weights)
+
+
+def replace_casts(b, match):
+    norm = match.node("norm")
+    weights = [None if w is None else b.constant(w, f"{norm.name}_w") for w in match.info["weights"]]
+    return b.add(norm.op, match["x"], *weights, **norm.attrs).output
+
+
+_FORMS = list(itertools.product(("pow", "mul"), ("div", "rsqrt", "reciprocal", "one_over")))
+
+PASS = rewrite_pass(
+    "recognize_norms",
+    "Turn elementwise spellings of layer norm and RMS norm (with their scale, bias and casts) into norm ops.",
+    [
+        *(
+            Rule(
+                f"layer_norm_from_ops[{s},{i}]",
+                _layer_norm_pattern(s, i),
+                replace_layer_norm,
+                check_layer_norm,
+            )
+            for s, i in _FORMS
+        ),
+        Rule("layer_norm_from_var_mean", var_mean_pattern, replace_layer_norm, check_layer_norm),
+        *(
+            Rule(f"rms_norm_from_ops[{s},{i}]", _rms_norm_pattern(s, i), replace_rms_norm, check_rms_norm)
+            for s, i in _FORMS
+        ),
+        Rule("fold_norm_scale", scale_pattern, replace_scale, check_scale),
+        Rule("fold_norm_bias", bias_pattern, replace_bias, check_bias),
+        Rule("fold_norm_casts", cast_pattern, replace_casts, check_casts),
+    ],
+)
