@@ -43,8 +43,8 @@ def check_norm(norm: Node) -> Fail | None:
         if weight.dtype != x.dtype:
             return Fail(f"{name} {weight.name!r} is {weight.dtype}, the input {x.dtype}")
         if tuple(weight.shape or ()) != tuple(normalized):
-            shape = list(weight.shape or [])
-            return Fail(f"{name} {weight.name!r} has shape {shape}, the normalized dims are {list(normalized)}")
+            shape, normalized = list(weight.shape or []), list(normalized)
+            return Fail(f"{name} {weight.name!r} has shape {shape}; the normalized dims are {normalized}")
     return None
 
 
