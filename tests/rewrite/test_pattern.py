@@ -1,0 +1,81 @@
+import numpy as np
+
+from graphopt.ir import DType, Graph, Op, Tensor
+from graphopt.rewrite import match, op
+from graphopt.rewrite.pattern import build_pattern
+
+
+def graph_with(builder):
+    graph = Graph()
+    x = graph.add_input("x", DType.FLOAT32, (2, 4))
+    out = builder(graph, x)
+    graph.set_outputs([out])
+    return graph, x, out
+
+
+def test_pattern_binds_inputs_and_named_nodes():
+    def build(g, x):
+        return g.add_node(Op.TANH, [g.add_node(Op.LAYER_NORM, [x], {"axis": 1, "eps": 0.0}).output]).output
+
+    graph, x, out = graph_with(build)
+
+    def pattern(x):
+        return op.tanh(op.layer_norm(x, ...).named("norm"))
+
+    found = match(build_pattern(pattern)[0], out.producer)
+    assert found is not None
+    assert found["x"] is x
+    assert found.node("norm").op == Op.LAYER_NORM
+    assert len(found.matched) == 2
+
+
+def test_commutative_inputs_match_either_order():
+    def build(g, x):
+        half = g.add_node(Op.CONSTANT, [], {"value": Tensor.from_array(np.float32(0.5))}).output
+        return g.add_node(Op.MUL, [half, x]).output
+
+    graph, x, out = graph_with(build)
+    found = match(build_pattern(lambda x: op.mul(x, 0.5))[0], out.producer)
+    assert found is not None and found["x"] is x
+
+
+def test_literal_must_equal_the_constant():
+    def build(g, x):
+        c = g.add_node(Op.CONSTANT, [], {"value": Tensor.from_array(np.float32(0.25))}).output
+        return g.add_node(Op.MUL, [x, c]).output
+
+    graph, _, out = graph_with(build)
+    assert match(build_pattern(lambda x: op.mul(x, 0.5))[0], out.producer) is None
+
+
+def test_shared_subpattern_must_be_the_same_node():
+    def build(g, x):
+        a = g.add_node(Op.SIGMOID, [x]).output
+        b = g.add_node(Op.SIGMOID, [x]).output
+        return g.add_node(Op.MUL, [a, b]).output
+
+    graph, _, out = graph_with(build)
+
+    def pattern(x):
+        s = op.sigmoid(x)
+        return op.mul(s, s)
+
+    assert match(build_pattern(pattern)[0], out.producer) is None
+
+
+def test_variable_bound_twice_must_be_the_same_value():
+    def build(g, x):
+        y = g.add_input("y", DType.FLOAT32, (2, 4))
+        return g.add_node(Op.MUL, [x, g.add_node(Op.SIGMOID, [y]).output]).output
+
+    graph, _, out = graph_with(build)
+    assert match(build_pattern(lambda x: op.mul(x, op.sigmoid(x)))[0], out.producer) is None
+
+
+def test_attribute_constraints():
+    def build(g, x):
+        return g.add_node(Op.GELU, [x], {"approximate": "tanh"}).output
+
+    graph, _, out = graph_with(build)
+    assert match(build_pattern(lambda x: op.gelu(x, approximate="none"))[0], out.producer) is None
+    assert match(build_pattern(lambda x: op.gelu(x, approximate="tanh"))[0], out.producer) is not None
