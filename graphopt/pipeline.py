@@ -12,6 +12,7 @@ from graphopt.passes import (
     collapse_reshapes,
     fold_shape_inputs,
     fuse_norm_act,
+    fuse_norm_act_linear,
     normalize_axes,
     recognize_activations,
     recognize_norms,
@@ -35,6 +36,7 @@ PIPELINE: tuple[Pass, ...] = (
     batch_parallel_chains.PASS,
     collapse_reshapes.PASS,
     fuse_norm_act.PASS,
+    fuse_norm_act_linear.PASS,
     remove_dead_nodes.PASS,
 )
 

@@ -7,8 +7,10 @@ output for the layers that still read it.
 
 from __future__ import annotations
 
+import numpy as np
+
 from graphopt.fused.table import Activation, Norm
-from graphopt.ir import DType, Node, Op
+from graphopt.ir import DType, Node, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 
 KERNEL_DTYPES = frozenset({DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16})
@@ -57,9 +59,17 @@ def _residual(add: Node) -> Fail | None:
     return None
 
 
+def _unless_constant(value, fill: float):
+    """None for a weight that is all ``fill`` (exporters write ones and zeros for norms without affine)."""
+    tensor = constant_of(value) if value is not None else None
+    if tensor is not None and tensor.nbytes <= 1 << 24 and np.all(tensor.numpy() == fill):
+        return None
+    return value
+
+
 def _fused(b, norm: Node, x, residual, activation: Activation):
-    scale = norm.input(1)
-    bias = norm.input(2) if norm.op == Op.LAYER_NORM else None
+    scale = _unless_constant(norm.input(1), 1.0)
+    bias = _unless_constant(norm.input(2), 0.0) if norm.op == Op.LAYER_NORM else None
     node = b.add(
         Op.NORM_ACT,
         x,
