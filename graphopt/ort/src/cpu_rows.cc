@@ -1,0 +1,164 @@
+#include "cpu_rows.h"
+
+#include <cmath>
+
+#include "activation.h"
+#include "cpu_target.h"
+#include "storage.h"
+
+namespace graphopt {
+namespace cpu {
+namespace {
+
+// Reductions keep kLanes independent partial sums: the compiler can then vectorize them
+// without reassociating float additions (we do not build with -ffast-math), and the shorter
+// summation chains lose less precision on long rows.
+constexpr int kLanes = 16;
+
+GRAPHOPT_INLINE float AddLanes(const float* lanes) {
+  float total = 0.0f;
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+
+GRAPHOPT_INLINE float Sum(const float* v, int64_t n) {
+  float lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += v[i + l];
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += v[i];
+  return AddLanes(lanes) + tail;
+}
+
+GRAPHOPT_INLINE float SumSquares(const float* v, float center, int64_t n) {
+  float lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float d = v[i + l] - center;
+      lanes[l] += d * d;
+    }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += (v[i] - center) * (v[i] - center);
+  return AddLanes(lanes) + tail;
+}
+
+GRAPHOPT_INLINE float Dot(const float* a, const float* b, int64_t n) {
+  float lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += a[i + l] * b[i + l];
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return AddLanes(lanes) + tail;
+}
+
+template <class T>
+GRAPHOPT_INLINE void Load(const T* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = ToFloat(src[i]);
+}
+
+template <class T>
+GRAPHOPT_INLINE void Add(const T* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += ToFloat(src[i]);
+}
+
+template <class T>
+GRAPHOPT_INLINE void Store(const float* src, T* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = FromFloat<T>(src[i]);
+}
+
+}  // namespace
+
+GRAPHOPT_CPU_CLONES void LoadRow(DType dtype, const void* src, int64_t offset, float* dst, int64_t n) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return Load(static_cast<const float*>(src) + offset, dst, n);
+    case DType::kFloat16:
+      return Load(static_cast<const Half*>(src) + offset, dst, n);
+    case DType::kBFloat16:
+      return Load(static_cast<const BFloat16*>(src) + offset, dst, n);
+  }
+}
+
+GRAPHOPT_CPU_CLONES void AddRow(DType dtype, const void* src, int64_t offset, float* dst, int64_t n) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return Add(static_cast<const float*>(src) + offset, dst, n);
+    case DType::kFloat16:
+      return Add(static_cast<const Half*>(src) + offset, dst, n);
+    case DType::kBFloat16:
+      return Add(static_cast<const BFloat16*>(src) + offset, dst, n);
+  }
+}
+
+GRAPHOPT_CPU_CLONES void StoreRow(DType dtype, const float* src, void* dst, int64_t offset, int64_t n) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return Store(src, static_cast<float*>(dst) + offset, n);
+    case DType::kFloat16:
+      return Store(src, static_cast<Half*>(dst) + offset, n);
+    case DType::kBFloat16:
+      return Store(src, static_cast<BFloat16*>(dst) + offset, n);
+  }
+}
+
+GRAPHOPT_CPU_CLONES void Activate(Activation activation, float* v, int64_t n) { ApplyActivation(activation, v, n); }
+
+GRAPHOPT_CPU_CLONES void NormalizeRow(const RowNorm& rn, float* v, int64_t n) {
+  // Layer norm takes the variance around the mean in a second pass (more accurate than
+  // E[x^2] - E[x]^2); RMS norm centers at 0.
+  const float inv_n = 1.0f / static_cast<float>(n);
+  const float mean = rn.norm == Norm::kLayer ? Sum(v, n) * inv_n : 0.0f;
+  const float rstd = 1.0f / std::sqrt(SumSquares(v, mean, n) * inv_n + rn.epsilon);
+  // One pass per present combination, so no loop tests for a missing scale or bias.
+  const float* scale = rn.scale;
+  const float* bias = rn.bias;
+  if (scale != nullptr && bias != nullptr) {
+    for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - mean) * rstd * scale[i] + bias[i];
+  } else if (scale != nullptr) {
+    for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - mean) * rstd * scale[i];
+  } else if (bias != nullptr) {
+    for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - mean) * rstd + bias[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - mean) * rstd;
+  }
+  if (rn.activation != Activation::kIdentity) Activate(rn.activation, v, n);
+}
+
+GRAPHOPT_CPU_CLONES void MultiplyTile(const float* hidden, int64_t tile, int64_t d, const float* weight,
+                                      const float* bias, int64_t k_out, float* out) {
+  // Each weight row is used for the whole tile while it is hot in cache.
+  for (int64_t k = 0; k < k_out; ++k) {
+    const float* w = weight + k * d;
+    const float b = bias != nullptr ? bias[k] : 0.0f;
+    for (int64_t j = 0; j < tile; ++j) out[j * k_out + k] = Dot(hidden + j * d, w, d) + b;
+  }
+}
+
+float* Scratch(int slot, size_t n) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& buffer = buffers[slot];
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+FloatView::FloatView(const void* data, DType dtype, int64_t n) {
+  if (data == nullptr) return;
+  if (dtype == DType::kFloat32) {
+    data_ = static_cast<const float*>(data);
+    return;
+  }
+  owned_.resize(static_cast<size_t>(n));
+  LoadRow(dtype, data, 0, owned_.data(), n);
+  data_ = owned_.data();
+}
+
+int64_t RowsPerChunk(int64_t work_per_row, int64_t rows) {
+  const int64_t target = int64_t{1} << 16;
+  return std::clamp<int64_t>(target / std::max<int64_t>(work_per_row, 1), 1, std::max<int64_t>(rows, 1));
+}
+
+}  // namespace cpu
+}  // namespace graphopt
