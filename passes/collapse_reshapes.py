@@ -5,6 +5,7 @@ Horizontal fusion leaves ``reshape(reshape(x, [N, B*D]), [N, B, D])``; one view 
 
 from __future__ import annotations
 
+from graphopt.ir import Op
 from graphopt.rewrite import Rule, op, rewrite_pass
 
 
@@ -35,6 +36,22 @@ def replace_pair(b, match):
     return b.reshape(match["x"], shape=match.info["shape"])
 
 
+def view_pair_pattern(x):
+    views = (Op.RESHAPE, Op.SQUEEZE, Op.UNSQUEEZE)
+    return op.any_of(*views)(op.any_of(*views)(x).named("inner"))
+
+
+def check_view_pair(match):
+    """Squeeze/unsqueeze next to a reshape: one reshape to the final shape, when it is static."""
+    outer, inner = match.root, match.node("inner")
+    if outer.op == inner.op == Op.RESHAPE:
+        return None  # merge_reshapes handles these, symbolic dims included
+    shape = outer.output.static_shape
+    if shape is None:
+        return None
+    return match.with_info(shape=tuple(shape))
+
+
 def noop_pattern(x):
     return op.reshape(x)
 
@@ -54,9 +71,10 @@ def replace_noop(b, match):
 
 PASS = rewrite_pass(
     "collapse_reshapes",
-    "Merge consecutive reshapes and drop reshapes that change nothing.",
+    "Merge consecutive reshapes (and squeezes/unsqueezes beside them); drop reshapes that change nothing.",
     [
         Rule("merge_reshapes", pattern, replace_pair, check_pair),
+        Rule("merge_views", view_pair_pattern, replace_pair, check_view_pair),
         Rule("drop_noop_reshape", noop_pattern, replace_noop, check_noop),
     ],
 )

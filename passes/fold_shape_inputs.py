@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from graphopt.ir import Op, normalize_axis
+from graphopt.ir import Op, constant_of, normalize_axis
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 
 
@@ -21,9 +21,37 @@ def _raw(match, attr: str):
     return node
 
 
+def _ints(value) -> tuple[int, ...] | None:
+    tensor = constant_of(value) if value is not None else None
+    return None if tensor is None else tuple(int(v) for v in tensor.numpy().reshape(-1))
+
+
+def current_attrs(node) -> dict:
+    """The node's attributes, with its shape-like inputs read in where they are constants by now
+    (constant folding may have made them so after the frontend looked)."""
+    attrs = dict(node.attrs)
+    extra = [node.input(i) for i in range(1, len(node.inputs))]
+    if not extra:
+        return attrs
+    if node.op == Op.SLICE:
+        starts, ends = _ints(extra[0]), _ints(extra[1]) if len(extra) > 1 else None
+        if starts is None or ends is None:
+            return attrs
+        axes = _ints(extra[2]) if len(extra) > 2 and extra[2] is not None else tuple(range(len(starts)))
+        steps = _ints(extra[3]) if len(extra) > 3 and extra[3] is not None else (1,) * len(starts)
+        if axes is not None and steps is not None:
+            attrs.update(starts=starts, ends=ends, axes=axes, steps=steps)
+        return attrs
+    key = {Op.RESHAPE: "shape", Op.SPLIT: "sizes"}.get(node.op, "axes")
+    found = _ints(extra[0])
+    if found is not None:
+        attrs[key] = found
+    return attrs
+
+
 def _refold(b, match, **attrs):
     node = match.root
-    new = b.add(node.op, node.input(0), name=node.name, **attrs)
+    new = b.node(node.op, node.input(0), name=node.name, **attrs)
     return new.outputs
 
 
@@ -35,9 +63,10 @@ def check_reshape(match):
     node = _raw(match, "shape")
     if node is None:
         return None
-    if "shape" not in node.attrs:
+    attrs = current_attrs(node)
+    if "shape" not in attrs:
         return Fail(f"target shape {node.input(1).name!r} is computed at run time")
-    return match.with_info(attrs={"shape": node.attrs["shape"]})
+    return match.with_info(attrs={"shape": attrs["shape"]})
 
 
 def split_pattern(x):
@@ -51,15 +80,16 @@ def check_split(match):
     x = match["x"]
     if x.rank is None:
         return Fail(f"rank of {x.name!r} is unknown")
-    axis = normalize_axis(node.attrs["axis"], x.rank)
-    sizes = node.attrs.get("sizes")
+    attrs = current_attrs(node)
+    axis = normalize_axis(attrs["axis"], x.rank)
+    sizes = attrs.get("sizes")
     if sizes is None:
         dim = x.shape[axis]
         if not isinstance(dim, int):
             return Fail(f"split dim {axis} of {x.name!r} is {dim!r}, not a known size")
-        parts = node.attrs.get("num_outputs", len(node.outputs))
-        chunk = math.ceil(dim / parts) if "num_outputs" in node.attrs else dim // parts
-        if "num_outputs" not in node.attrs and dim % parts:
+        parts = attrs.get("num_outputs", len(node.outputs))
+        chunk = math.ceil(dim / parts) if "num_outputs" in attrs else dim // parts
+        if "num_outputs" not in attrs and dim % parts:
             return Fail(f"{dim} does not split evenly into {parts}")
         sizes = (chunk,) * (parts - 1) + (dim - chunk * (parts - 1),)
     if len(sizes) != len(node.outputs):
@@ -76,14 +106,13 @@ def check_slice(match):
     if node is None:
         return None
     x = match["x"]
-    if "starts" not in node.attrs:
+    attrs = current_attrs(node)
+    if "starts" not in attrs:
         return Fail("slice bounds are computed at run time")
     if x.shape is None:
         return Fail(f"shape of {x.name!r} is unknown")
     axes, starts, ends, steps = [], [], [], []
-    for axis, start, end, step in zip(
-        *(node.attrs[k] for k in ("axes", "starts", "ends", "steps")), strict=True
-    ):
+    for axis, start, end, step in zip(*(attrs[k] for k in ("axes", "starts", "ends", "steps")), strict=True):
         axis = normalize_axis(axis, x.rank)
         dim = x.shape[axis]
         if not isinstance(dim, int) or step <= 0:
@@ -103,17 +132,18 @@ def _axes_check(match):
     if node is None:
         return None
     x = match["x"]
-    axes = node.attrs.get("axes")
+    attrs = current_attrs(node)
+    axes = attrs.get("axes")
     if axes is None and node.op == Op.SQUEEZE and len(node.inputs) == 1 and x.shape is not None:
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
         if any(not isinstance(d, int) for d in x.shape):
             return Fail(f"which dims of {x.name!r} are 1 is not known statically")
     if axes is None:
         return Fail("axes are computed at run time")
-    attrs = {"axes": tuple(axes)}
+    folded = {"axes": tuple(axes)}
     if node.op == Op.REDUCE_MEAN:
-        attrs["keepdims"] = node.attrs.get("keepdims", True)
-    return match.with_info(attrs=attrs)
+        folded["keepdims"] = node.attrs.get("keepdims", True)
+    return match.with_info(attrs=folded)
 
 
 def axes_pattern(x):

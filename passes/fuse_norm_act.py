@@ -70,7 +70,7 @@ def _unless_constant(value, fill: float):
 def _fused(b, norm: Node, x, residual, activation: Activation):
     scale = _unless_constant(norm.input(1), 1.0)
     bias = _unless_constant(norm.input(2), 0.0) if norm.op == Op.LAYER_NORM else None
-    node = b.add(
+    node = b.node(
         Op.NORM_ACT,
         x,
         scale,

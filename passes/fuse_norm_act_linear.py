@@ -127,7 +127,7 @@ _FORMS = (("linear", linear_pattern), ("matmul_bias", matmul_bias_pattern), ("ma
 
 PASS = rewrite_pass(
     "fuse_norm_act_linear",
-    f"Fuse NormAct + a linear layer with at most {MAX_OUT_FEATURES} outputs (+ bias, activation) into one kernel.",
+    f"Fuse NormAct + a linear layer of <= {MAX_OUT_FEATURES} outputs (+ bias, activation) into one kernel.",
     [
         *(
             Rule(f"fuse_norm_act_{name}_act", _with_activation(p), replace_activated, check_activated)

@@ -48,7 +48,7 @@ def check(match):
 
 def replace(b, match):
     node = match.root
-    return b.add(node.op, *node.inputs, name=node.name, **match.info["attrs"]).outputs
+    return b.node(node.op, *node.inputs, name=node.name, **match.info["attrs"]).outputs
 
 
 PASS = rewrite_pass(

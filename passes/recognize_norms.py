@@ -145,7 +145,7 @@ def check_scale(match):
 def replace_scale(b, match):
     norm = match.node("norm")
     weight = b.constant(match.info["array"], f"{norm.name}_scale")
-    return b.add(norm.op, match["x"], weight, **norm.attrs).output
+    return b.node(norm.op, match["x"], weight, **norm.attrs).output
 
 
 def check_bias(match):
@@ -181,7 +181,7 @@ def check_casts(match):
 def replace_casts(b, match):
     norm = match.node("norm")
     weights = [None if w is None else b.constant(w, f"{norm.name}_w") for w in match.info["weights"]]
-    return b.add(norm.op, match["x"], *weights, **norm.attrs).output
+    return b.node(norm.op, match["x"], *weights, **norm.attrs).output
 
 
 _FORMS = list(itertools.product(("pow", "mul"), ("div", "rsqrt", "reciprocal", "one_over")))

@@ -104,6 +104,13 @@ def _slice(e: Emitter, node: Node) -> None:
     e.node("Slice", [node.input(0), *names], _outs(node), name=node.name)
 
 
+def _shape(e: Emitter, node: Node) -> None:
+    bounds = {"start": node.attrs["start"]} if node.attrs.get("start", 0) else {}
+    if node.attrs.get("end") is not None:
+        bounds["end"] = node.attrs["end"]
+    e.node("Shape", [node.input(0)], _outs(node), name=node.name, **bounds)
+
+
 def _gather(e: Emitter, node: Node) -> None:
     e.node("Gather", node.inputs, _outs(node), name=node.name, axis=node.attrs["axis"])
 
@@ -302,6 +309,7 @@ _EMITTERS: dict[str, Callable[[Emitter, Node], None]] = {
     Op.SPLIT: _split,
     Op.SLICE: _slice,
     Op.GATHER: _gather,
+    Op.SHAPE: _shape,
     Op.CONCAT: _concat,
     Op.STACK: _stack,
     Op.CAST: _cast,

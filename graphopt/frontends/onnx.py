@@ -11,6 +11,7 @@ from onnx import numpy_helper
 
 from ..errors import BadInput
 from ..ir import DType, Graph, GraphError, Shape, Tensor, Value, opaque_name
+from .onnx_evaluate import evaluate_onnx_node
 from .onnx_ops import translate
 from .onnx_read import check_external_data, check_model_proto
 
@@ -35,6 +36,7 @@ def from_onnx(model: onnx.ModelProto, base_dir: str | Path | None = None, where:
         onnx_model=model,
         opset={("" if e.domain == "ai.onnx" else e.domain): e.version for e in model.opset_import},
         base_dir=base,
+        evaluate=evaluate_onnx_node,
     )
     for name in _subgraph_names(onnx_graph):
         graph.reserve_name(name)
@@ -229,8 +231,8 @@ def _value_type(type_proto: onnx.TypeProto) -> tuple[DType | None, Shape | None]
     for dim in tensor.shape.dim:
         if dim.HasField("dim_value"):
             dims.append(dim.dim_value)
-        elif dim.HasField("dim_param"):
-            dims.append(dim.dim_param)
+        elif dim.HasField("dim_param") and not dim.dim_param.startswith("unk__"):
+            dims.append(dim.dim_param)  # ("unk__N" is ONNX shape inference's name for "unknown")
         else:
             dims.append(None)
     return dtype, tuple(dims)

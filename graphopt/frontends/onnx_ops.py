@@ -119,6 +119,10 @@ def _slice(node, attrs, opset, const):
     }
 
 
+def _shape(node, attrs, opset, const):
+    return Op.SHAPE, {"start": attrs.get("start", 0), "end": attrs.get("end")}
+
+
 def _gather(node, attrs, opset, const):
     return Op.GATHER, {"axis": attrs.get("axis", 0)}
 
@@ -203,6 +207,7 @@ _DEFAULT_DOMAIN = {
     "Split": _split,
     "Slice": _slice,
     "Gather": _gather,
+    "Shape": _shape,
     "Concat": _concat,
     "Cast": _cast,
     "Constant": _constant,

@@ -85,7 +85,7 @@ def _rank(node: Node, index: int = 0) -> int:
 def _unary(b: Builder, nodes: list[Node], operands: list[Operand]) -> Batched | Fail:
     x = operands[0]
     node = nodes[0]
-    return Batched(b.add(node.op, x.value, **node.attrs).output, x.axis)
+    return Batched(b.node(node.op, x.value, **node.attrs).output, x.axis)
 
 
 def _binary(b: Builder, nodes: list[Node], operands: list[Operand]) -> Batched | Fail:
@@ -96,7 +96,7 @@ def _binary(b: Builder, nodes: list[Node], operands: list[Operand]) -> Batched |
             return Fail(f"{node.op} {node.name!r} broadcasts two chain values of different ranks")
         if left.axis != right.axis:
             left, right = to_front(b, left), to_front(b, right)
-        return Batched(b.add(node.op, left.value, right.value).output, left.axis)
+        return Batched(b.node(node.op, left.value, right.value).output, left.axis)
     batched_index = 0 if isinstance(left, Batched) else 1
     x = operands[batched_index]
     const = operands[1 - batched_index]
@@ -107,7 +107,7 @@ def _binary(b: Builder, nodes: list[Node], operands: list[Operand]) -> Batched |
         return Fail(f"constant of {node.op} {node.name!r} has more dims than the chain value")
     other = constant_operand(b, const, piece_rank, x.axis, f"{node.name}_batched")
     inputs = (x.value, other) if batched_index == 0 else (other, x.value)
-    return Batched(b.add(node.op, *inputs).output, x.axis)
+    return Batched(b.node(node.op, *inputs).output, x.axis)
 
 
 def _reshape(b: Builder, nodes: list[Node], operands: list[Operand]) -> Batched | Fail:
@@ -163,7 +163,7 @@ def _norm(b: Builder, nodes: list[Node], operands: list[Operand]) -> Batched | F
     ]
     while inputs and inputs[-1] is None:
         inputs.pop()
-    out = b.add(node.op, x.value, *inputs, axis=axis + 1, eps=node.attrs["eps"]).output
+    out = b.node(node.op, x.value, *inputs, axis=axis + 1, eps=node.attrs["eps"]).output
     if scale is not None and not inline_scale:
         out = b.mul(out, constant_operand(b, scale, rank, x.axis, f"{node.name}_scale"))
     if bias is not None and not inline_bias:

@@ -41,6 +41,8 @@ def find_group(match: Match, *, independent: bool) -> Match | Fail | None:
             return None
     elif source is None:
         return None
+    elif isinstance(source, Fail):
+        return source
     reference = signature(chains[0])
     if any(signature(c) != reference for c in chains[1:]):
         return Fail(first_difference(chains))

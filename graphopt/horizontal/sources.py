@@ -73,6 +73,8 @@ def _from_split(chains: list[Chain]) -> Source | Fail:
     if sizes is None or len(split.inputs) != 1:
         return Fail(f"split {split.name!r} has no constant sizes")
     order = [c.piece.index for c in chains]
+    if len(set(order)) != len(order):
+        return Fail(f"a piece of {split.name!r} is used by more than one chain")
     if len(order) != len(split.outputs):
         return Fail(f"{len(order)} of the {len(split.outputs)} pieces of {split.name!r} are combined")
     if order != list(range(len(order))):

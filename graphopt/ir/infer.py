@@ -232,6 +232,13 @@ def _norm_act(node: Node) -> list[OutputType]:
     return outputs
 
 
+def _shape(node: Node) -> list[OutputType]:
+    x = _x(node)
+    if x.shape is None:
+        return [(DType.INT64, (None,))]
+    return [(DType.INT64, (len(range(len(x.shape))[node.attrs.get("start", 0) : node.attrs.get("end")]),))]
+
+
 def _constant(node: Node) -> list[OutputType]:
     tensor = node.attrs["value"]
     return [(tensor.dtype, tensor.shape)]
@@ -257,4 +264,5 @@ _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
     Op.NORM_ACT: _norm_act,
     Op.NORM_ACT_LINEAR: lambda node: _linear_of(node, weight_index=3),
     Op.CONSTANT: _constant,
+    Op.SHAPE: _shape,
 }

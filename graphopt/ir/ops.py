@@ -26,6 +26,7 @@ class Op:
     CONCAT = "concat"  # axis: int
     STACK = "stack"  # axis: int (torch.stack; ONNX spells it Unsqueeze + Concat)
     CAST = "cast"  # to: DType
+    SHAPE = "shape"  # start: int = 0, end: int | None (ONNX Shape)
     CONSTANT = "constant"  # value: Tensor
     # Normalization
     LAYER_NORM = "layer_norm"  # axis: int, eps: float; inputs (x, scale?, bias?)

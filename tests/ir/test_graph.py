@@ -24,7 +24,7 @@ def test_values_know_producer_uses_and_symbolic_shapes():
 
 
 def test_replace_all_uses_moves_readers_and_outputs():
-    graph, x, relu, tanh = chain_graph()
+    graph, _, relu, tanh = chain_graph()
     graph.replace_all_uses(tanh.output, relu.output)
     assert graph.outputs == [relu.output]
     assert tanh.output.uses == []
@@ -76,16 +76,16 @@ def test_inferred_shapes_of_structural_ops():
 
 
 def test_verify_names_the_node_with_a_wrong_shape():
-    graph, x, relu, _ = chain_graph()
+    graph, _, relu, _ = chain_graph()
     relu.output.shape = ("batch", 9)
     with pytest.raises(GraphError, match=r"verify: node 'relu' \(relu\) output 'relu' has shape"):
         verify(graph)
 
 
 def test_verify_names_a_node_that_reads_a_later_value():
-    graph, x, relu, tanh = chain_graph()
+    graph, _, relu, tanh = chain_graph()
     graph.set_input(relu, 0, tanh.output)
-    with pytest.raises(GraphError, match="node 'relu' .* reads 'tanh', which is defined later"):
+    with pytest.raises(GraphError, match=r"node 'relu' .* reads 'tanh', which is defined later"):
         verify(graph)
 
 

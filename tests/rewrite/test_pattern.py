@@ -17,7 +17,7 @@ def test_pattern_binds_inputs_and_named_nodes():
     def build(g, x):
         return g.add_node(Op.TANH, [g.add_node(Op.LAYER_NORM, [x], {"axis": 1, "eps": 0.0}).output]).output
 
-    graph, x, out = graph_with(build)
+    _, x, out = graph_with(build)
 
     def pattern(x):
         return op.tanh(op.layer_norm(x, ...).named("norm"))
@@ -34,7 +34,7 @@ def test_commutative_inputs_match_either_order():
         half = g.add_node(Op.CONSTANT, [], {"value": Tensor.from_array(np.float32(0.5))}).output
         return g.add_node(Op.MUL, [half, x]).output
 
-    graph, x, out = graph_with(build)
+    _, x, out = graph_with(build)
     found = match(build_pattern(lambda x: op.mul(x, 0.5))[0], out.producer)
     assert found is not None and found["x"] is x
 
@@ -44,7 +44,7 @@ def test_literal_must_equal_the_constant():
         c = g.add_node(Op.CONSTANT, [], {"value": Tensor.from_array(np.float32(0.25))}).output
         return g.add_node(Op.MUL, [x, c]).output
 
-    graph, _, out = graph_with(build)
+    _, _, out = graph_with(build)
     assert match(build_pattern(lambda x: op.mul(x, 0.5))[0], out.producer) is None
 
 
@@ -54,7 +54,7 @@ def test_shared_subpattern_must_be_the_same_node():
         b = g.add_node(Op.SIGMOID, [x]).output
         return g.add_node(Op.MUL, [a, b]).output
 
-    graph, _, out = graph_with(build)
+    _, _, out = graph_with(build)
 
     def pattern(x):
         s = op.sigmoid(x)
@@ -68,7 +68,7 @@ def test_variable_bound_twice_must_be_the_same_value():
         y = g.add_input("y", DType.FLOAT32, (2, 4))
         return g.add_node(Op.MUL, [x, g.add_node(Op.SIGMOID, [y]).output]).output
 
-    graph, _, out = graph_with(build)
+    _, _, out = graph_with(build)
     assert match(build_pattern(lambda x: op.mul(x, op.sigmoid(x)))[0], out.producer) is None
 
 
@@ -76,6 +76,6 @@ def test_attribute_constraints():
     def build(g, x):
         return g.add_node(Op.GELU, [x], {"approximate": "tanh"}).output
 
-    graph, _, out = graph_with(build)
+    _, _, out = graph_with(build)
     assert match(build_pattern(lambda x: op.gelu(x, approximate="none"))[0], out.producer) is None
     assert match(build_pattern(lambda x: op.gelu(x, approximate="tanh"))[0], out.producer) is not None

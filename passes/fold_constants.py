@@ -1,0 +1,115 @@
+"""fold_constants: nodes whose inputs are all constants are computed now, once.
+
+Exporters compute split bounds and view shapes at run time from ``Shape`` of tensors whose shapes are
+static (torch's TorchScript exporter writes ``Shape → Gather → Add → Div → Mul → Slice`` for a
+``chunk``); folding them turns those into constants, so the other passes see static slices and views.
+Shapes the folding makes known are propagated through the canonical ops after it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from graphopt.ir import Graph, Op, Tensor, constant_of, infer_outputs
+from graphopt.ir.evaluate import can_evaluate, evaluate
+from graphopt.rewrite import Pass, RewriteStats
+
+log = logging.getLogger(__name__)
+
+# A folded result may be larger than its inputs (Expand, ConstantOfShape, Tile); past this it stays
+# computed at run time, so optimized models do not grow.
+GROWTH_LIMIT = 1 << 20
+
+
+def run(graph: Graph) -> RewriteStats:
+    stats = RewriteStats()
+    evaluate_opaque = graph.meta.get("evaluate")
+    for node in graph:
+        if node.op == Op.CONSTANT or node.meta.get("side_effects") or not node.outputs:
+            continue
+        inputs = [v for v in node.inputs if v is not None]
+        arrays = _static_inputs(node)
+        if arrays is None:
+            continue
+        out_bytes = sum(_bytes(v) for v in node.outputs)
+        in_bytes = sum(constant_of(v).nbytes for v in inputs if constant_of(v) is not None)
+        if out_bytes is None or out_bytes > max(in_bytes, GROWTH_LIMIT):
+            continue
+        try:
+            if node.source is not None and evaluate_opaque is not None:
+                results = evaluate_opaque(node, arrays)
+            elif can_evaluate(node):
+                results = evaluate(node, [a for a in arrays if a is not None])
+            else:
+                continue
+        except Exception as error:  # a node the evaluator cannot run stays as it is
+            log.info("not folding %s %r: %s", node.op, node.name, error)
+            continue
+        if results is None:
+            continue
+        for value, array in zip(node.outputs, results, strict=True):
+            if value.uses or graph.is_output(value):
+                constant = graph.add_constant(
+                    Tensor.from_array(np.asarray(array), value.dtype), f"{value.name}_folded"
+                )
+                graph.replace_all_uses(value, constant)
+        stats.counts["fold_constant"] += 1
+    graph.remove_dead(keep_constants=True)
+    if stats.counts:
+        refine_shapes(graph)
+    return stats
+
+
+def _static_inputs(node) -> list[np.ndarray] | None:
+    """The node's input arrays when all are constants; for Shape, when the shape is static."""
+    if node.op == Op.SHAPE:
+        x = node.input(0)
+        if x.static_shape is None:
+            return None
+        return [np.broadcast_to(np.zeros((), np.uint8), x.static_shape)]  # a shape without the memory
+    arrays = []
+    for value in node.inputs:
+        if value is None:
+            arrays.append(None)
+            continue
+        tensor = constant_of(value)
+        if tensor is None:
+            return None
+        arrays.append(tensor.numpy())
+    return arrays
+
+
+def _bytes(value) -> int | None:
+    if value.static_shape is None or value.dtype is None:
+        return None
+    return int(np.prod(value.static_shape, dtype=np.int64)) * value.dtype.itemsize
+
+
+def refine_shapes(graph: Graph) -> None:
+    """Fills in dims that the canonical shape rules can now compute."""
+    for node in graph:
+        if ":" in node.op:
+            continue
+        try:
+            inferred = infer_outputs(node)
+        except Exception:
+            continue
+        for value, (dtype, shape) in zip(node.outputs, inferred, strict=False):
+            value.dtype = value.dtype or dtype
+            if shape is None:
+                continue
+            if value.shape is None or len(value.shape) != len(shape):
+                value.shape = shape
+            else:
+                value.shape = tuple(
+                    new if isinstance(new, int) else old for old, new in zip(value.shape, shape, strict=True)
+                )
+
+
+PASS = Pass(
+    "fold_constants",
+    "Compute nodes whose inputs are all constants (shape arithmetic, weight transposes).",
+    run,
+)
