@@ -59,7 +59,11 @@ class Rule:
 
 
 class Builder:
-    """Creates nodes for one rewrite; each records the rule that made it."""
+    """Creates nodes for one rewrite; each records the rule that made it.
+
+    ``b.node(op, *inputs, **attrs)`` adds any op and returns the Node; ``b.<canonical op>(...)``
+    (``b.tanh(x)``, ``b.add(x, y)``, ``b.split(x, axis=0, sizes=...)``) returns its output value(s).
+    """
 
     def __init__(self, graph: Graph, rule: str, anchor: Node | None = None):
         self.graph = graph
@@ -67,7 +71,7 @@ class Builder:
         self.anchor = anchor
         self.created: list[Node] = []
 
-    def add(
+    def node(
         self,
         op: str,
         *inputs: Value | None,
@@ -93,7 +97,7 @@ class Builder:
             raise AttributeError(f"no canonical op named {name!r}")
 
         def build(*inputs: Value | None, **attrs: Any) -> Value | tuple[Value, ...]:
-            node = self.add(_OPS_BY_NAME[name], *inputs, **attrs)
+            node = self.node(_OPS_BY_NAME[name], *inputs, **attrs)
             return node.output if len(node.outputs) == 1 else tuple(node.outputs)
 
         return build
