@@ -90,7 +90,7 @@ def create_session(
 
     options = onnxruntime.SessionOptions()
     for name, value in session_options.items():
-        if name.startswith("_") or not hasattr(options, name):
+        if name.startswith("_") or not hasattr(options, name) or callable(getattr(options, name)):
             valid = ", ".join(
                 n for n in dir(options) if not n.startswith("_") and not callable(getattr(options, n))
             )
