@@ -1,0 +1,41 @@
+# Two entry points do all set-up on a fresh machine (see README.md):
+#   make demo   — set up, then optimize the bundled seed model and print the report
+#   make test   — set up, then lint and run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch 2.13.0's CPU wheel; a range such as torch>=2.6 alone would pull a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
+# Rebuild the package (and its ONNX Runtime library) when its build inputs change.
+BUILD_INPUTS := pyproject.toml $(shell find graphopt/ort graphopt/kernels -type f \( -name '*.cc' -o -name '*.h' -o -name '*.py' -o -name '*.cmake' -o -name 'CMakeLists.txt' -o -name '*.sh' \) 2>/dev/null)
+
+.PHONY: demo test lint bench-cpu clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python $(BUILD_INPUTS)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q "scikit-build-core>=0.10" "triton>=3.2"
+	$(BIN)/python -m pip install -q --no-build-isolation -e '.[test]'
+	touch $@
+
+demo: $(VENV)/.installed
+	@mkdir -p out
+	$(BIN)/graphopt optimize models/split_stack.onnx -o out/split_stack.opt.onnx --report-json out/split_stack.report.json
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	@# pytest exits 5 when it collects nothing: that is a broken suite, not a pass.
+	$(BIN)/python -m pytest -q; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$status
+
+bench-cpu: $(VENV)/.installed
+	$(BIN)/python bench/bench_pipeline.py
+
+clean:
+	rm -rf build out $(VENV)
