@@ -1,0 +1,181 @@
+"""Decompositions of the fused ops into standard ONNX ops, for one attribute combination and opset.
+
+These are the bodies of the model-local fallback functions (``graphopt.fused.onnx_functions``). A
+function body cannot branch on attribute values or on which optional inputs are present, so each
+body is built for one ``Variant``. Statistics and arithmetic run in float32: inputs are cast up on
+entry and the results cast back to X's element type.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import onnx
+from onnx import TensorProto, helper
+
+from graphopt.fused.table import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
+
+MIN_OPSET = 13
+CAST_LIKE_OPSET = 15  # before it, the cast back to X's type must name the type: see Variant.elem_type
+LAYER_NORM_OPSET = 17
+REDUCE_AXES_INPUT_OPSET = 18  # ReduceMean's axes moved from an attribute to an input
+RMS_NORM_OPSET = 23
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Everything a function body depends on: attributes, optional ports in use, opset."""
+
+    op_name: str
+    norm: Norm
+    activation: Activation
+    epsilon: float
+    axis: int = -1
+    out_activation: Activation = Activation.IDENTITY
+    # Optional ports in use: inputs given and outputs asked for, e.g. {"Scale", "ResidualSum"}.
+    present: frozenset[str] = frozenset()
+    opset: int = 18
+    elem_type: int = TensorProto.FLOAT  # X's element type; read by the body only below opset 15
+
+
+class _Body:
+    """Appends nodes to a function body, naming each output uniquely."""
+
+    def __init__(self, variant: Variant):
+        self.variant = variant
+        self.nodes: list[onnx.NodeProto] = []
+
+    def op(self, op_type: str, *inputs: str, output: str | None = None, **attrs) -> str:
+        name = output or f"t{len(self.nodes)}"
+        self.nodes.append(helper.make_node(op_type, list(inputs), [name], **attrs))
+        return name
+
+    def const(self, value: float) -> str:
+        return self.op("Constant", value_float=float(value))
+
+    def ints(self, values) -> str:
+        return self.op("Constant", value_ints=list(values))
+
+    def to_float(self, name: str) -> str:
+        return self.op("Cast", name, to=TensorProto.FLOAT)
+
+    def back_to_input_type(self, name: str, output: str) -> str:
+        if self.variant.opset >= CAST_LIKE_OPSET:
+            return self.op("CastLike", name, "X", output=output)
+        return self.op("Cast", name, output=output, to=self.variant.elem_type)
+
+    def reduce_mean(self, x: str, axes: tuple[int, ...]) -> str:
+        if self.variant.opset >= REDUCE_AXES_INPUT_OPSET:
+            return self.op("ReduceMean", x, self.ints(axes), keepdims=1)
+        return self.op("ReduceMean", x, axes=list(axes), keepdims=1)
+
+    def ones_like_trailing(self, x: str, axis: int) -> str:
+        """Float32 ones of shape x.shape[axis:] (a Scale for ops that require one)."""
+        shape = self.op("Shape", x, start=axis)
+        one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
+        return self.op("ConstantOfShape", shape, value=one)
+
+
+def _normalize_by_reduction(body: _Body, s: str, norm: Norm, eps: float, axis: int) -> str:
+    """Layer or RMS normalization over [axis, rank) from ReduceMean (any opset)."""
+    if axis < 0:
+        # A negative axis names the trailing dimensions whatever the rank.
+        x, axes = s, tuple(range(axis, 0))
+    else:
+        # A non-negative axis needs the rank, which the body does not know: flatten to 2-D.
+        x, axes = body.op("Flatten", s, axis=axis), (-1,)
+    if norm is Norm.LAYER:
+        x = body.op("Sub", x, body.reduce_mean(x, axes))
+    mean_square = body.reduce_mean(body.op("Mul", x, x), axes)
+    rstd = body.op("Reciprocal", body.op("Sqrt", body.op("Add", mean_square, body.const(eps))))
+    y = body.op("Mul", x, rstd)
+    if axis >= 0:
+        y = body.op("Reshape", y, body.op("Shape", s))
+    return y
+
+
+def _norm(body: _Body, s: str, scale: str | None, bias: str | None, axis: int) -> str:
+    """norm(s) * scale + bias in float32."""
+    v = body.variant
+    if v.norm is Norm.LAYER and v.opset >= LAYER_NORM_OPSET:
+        scale = scale or body.ones_like_trailing(s, axis)
+        inputs = (s, scale, bias) if bias else (s, scale)
+        return body.op("LayerNormalization", *inputs, axis=axis, epsilon=v.epsilon)
+    if v.norm is Norm.RMS and v.opset >= RMS_NORM_OPSET:
+        scale = scale or body.ones_like_trailing(s, axis)
+        y = body.op("RMSNormalization", s, scale, axis=axis, epsilon=v.epsilon)
+    else:
+        y = _normalize_by_reduction(body, s, v.norm, v.epsilon, axis)
+        if scale:
+            y = body.op("Mul", y, scale)
+    return body.op("Add", y, bias) if bias else y
+
+
+def _activation(body: _Body, kind: Activation, z: str) -> str:
+    if kind is Activation.IDENTITY:
+        return z
+    if kind is Activation.RELU:
+        return body.op("Relu", z)
+    if kind is Activation.TANH:
+        return body.op("Tanh", z)
+    if kind is Activation.SIGMOID:
+        return body.op("Sigmoid", z)
+    if kind is Activation.SILU:
+        return body.op("Mul", z, body.op("Sigmoid", z))
+    half_z = body.op("Mul", z, body.const(0.5))
+    if kind is Activation.GELU:
+        erf = body.op("Erf", body.op("Mul", z, body.const(1.0 / math.sqrt(2.0))))
+        return body.op("Mul", half_z, body.op("Add", erf, body.const(1.0)))
+    if kind is Activation.GELU_TANH:
+        cube = body.op("Mul", z, body.op("Mul", z, z))
+        inner = body.op("Add", z, body.op("Mul", cube, body.const(0.044715)))
+        t = body.op("Tanh", body.op("Mul", inner, body.const(math.sqrt(2.0 / math.pi))))
+        return body.op("Mul", half_z, body.op("Add", t, body.const(1.0)))
+    raise AssertionError(kind)
+
+
+def _optional_float(body: _Body, name: str) -> str | None:
+    return body.to_float(name) if name in body.variant.present else None
+
+
+def _norm_act_body(body: _Body) -> list[str]:
+    v = body.variant
+    s = body.to_float("X")
+    outputs = ["Y"]
+    if "Residual" in v.present:
+        # Rounded to storage precision and normalized from there, as the unfused graph would.
+        s = body.back_to_input_type(body.op("Add", s, body.to_float("Residual")), "ResidualSum")
+        if "ResidualSum" in v.present:
+            outputs.append("ResidualSum")
+        s = body.to_float(s)
+    scale, bias = _optional_float(body, "Scale"), _optional_float(body, "Bias")
+    y = _activation(body, v.activation, _norm(body, s, scale, bias, v.axis))
+    body.back_to_input_type(y, "Y")
+    return outputs
+
+
+def _norm_act_linear_body(body: _Body) -> list[str]:
+    v = body.variant
+    scale, bias = _optional_float(body, "Scale"), _optional_float(body, "Bias")
+    hidden = _activation(body, v.activation, _norm(body, body.to_float("X"), scale, bias, -1))
+    weight_t = body.op("Transpose", body.to_float("Weight"), perm=[1, 0])
+    y = body.op("MatMul", hidden, weight_t)
+    if "LinearBias" in v.present:
+        y = body.op("Add", y, body.to_float("LinearBias"))
+    body.back_to_input_type(_activation(body, v.out_activation, y), "Y")
+    return ["Y"]
+
+
+_BODIES = {NORM_ACT.name: _norm_act_body, NORM_ACT_LINEAR.name: _norm_act_linear_body}
+
+
+def decompose(variant: Variant) -> tuple[list[onnx.NodeProto], list[str]]:
+    """The body nodes of ``variant`` and the names of the outputs it produces."""
+    if variant.opset < MIN_OPSET:
+        raise ValueError(
+            f"default-domain opset {variant.opset} is not supported; expected {MIN_OPSET} or newer"
+        )
+    body = _Body(variant)
+    outputs = _BODIES[variant.op_name](body)
+    return body.nodes, outputs

@@ -1,0 +1,182 @@
+"""Model-local fallback functions for the fused ops, so an optimized model runs in any ONNX runtime.
+
+A runtime with graphopt's kernel library registered runs its kernel; any other runtime inlines the
+model-local function of the node: its decomposition into standard ops (``onnx_decompose``). One
+op, several attribute combinations: each combination gets its own function, told apart by the
+``overload`` field (ONNX IR version 10), which the node names too. Overload names read like the
+attributes they stand for: ``layer_gelu_eps1e-05_axis-1_scale_bias``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from graphopt.fused.onnx_decompose import CAST_LIKE_OPSET, Variant, decompose
+from graphopt.fused.onnx_schema import register_onnx_schemas
+from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, FUSED_OPS, Activation, Norm
+
+log = logging.getLogger(__name__)
+
+OVERLOAD_IR_VERSION = 10
+_OPS = {op.name: op for op in FUSED_OPS}
+
+
+def format_epsilon(epsilon: float) -> str:
+    """The shortest text that reads back as the same float32 (ONNX stores float attributes as float32)."""
+    return str(np.float32(epsilon))
+
+
+def overload_name(variant: Variant) -> str:
+    """``norm_activation_eps<e>[_axis<a>][_out-<act>][_<optional port in use>...][_<type>]``.
+
+    Optional ports are named in the op's order, inputs then outputs: a node that adds a residual
+    and returns the sum has ``..._residual_residualsum``.
+    """
+    op = _OPS[variant.op_name]
+    parts = [variant.norm.attr, variant.activation.attr, f"eps{format_epsilon(variant.epsilon)}"]
+    attribute_names = {a.name for a in op.attributes}
+    if "axis" in attribute_names:
+        parts.append(f"axis{variant.axis}")
+    if "out_activation" in attribute_names:
+        parts.append(f"out-{variant.out_activation.attr}")
+    parts += [p.name.lower() for p in (*op.inputs, *op.outputs) if p.optional and p.name in variant.present]
+    if variant.opset < CAST_LIKE_OPSET:
+        parts.append(helper.tensor_dtype_to_np_dtype(variant.elem_type).name)
+    return "_".join(parts)
+
+
+def variant_of(node: onnx.NodeProto, opset: int, elem_type: int | None = None) -> Variant:
+    """The variant a graphopt node calls for, reading absent attributes as the table's defaults."""
+    op = _OPS[node.op_type]
+    attrs = {a.name: a.default for a in op.attributes}
+    attrs.update({a.name: helper.get_attribute_value(a) for a in node.attribute if a.name in attrs})
+    attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+    ports = [*zip(op.inputs, node.input, strict=False), *zip(op.outputs, node.output, strict=False)]
+    present = frozenset(port.name for port, name in ports if port.optional and name)
+    if "ResidualSum" in present and "Residual" not in present:
+        raise ValueError(
+            f"node {node.name or node.op_type!r}: ResidualSum is asked for without a Residual input"
+        )
+    if opset < CAST_LIKE_OPSET and elem_type is None:
+        raise ValueError(
+            f"node {node.name or node.op_type!r}: below opset {CAST_LIKE_OPSET} the fallback function "
+            "needs X's element type, which shape inference could not find"
+        )
+    return Variant(
+        op_name=op.name,
+        norm=Norm.parse(attrs["norm"]),
+        activation=Activation.parse(attrs["activation"]),
+        epsilon=float(attrs["epsilon"]),
+        axis=int(attrs.get("axis", -1)),
+        out_activation=Activation.parse(attrs.get("out_activation", "identity")),
+        present=present,
+        opset=opset,
+        elem_type=elem_type if opset < CAST_LIKE_OPSET else TensorProto.FLOAT,
+    )
+
+
+def build_function(variant: Variant) -> onnx.FunctionProto:
+    """The FunctionProto of one variant, in domain ``graphopt``, with its overload name."""
+    op = _OPS[variant.op_name]
+    nodes, outputs = decompose(variant)
+    function = helper.make_function(
+        DOMAIN,
+        op.name,
+        inputs=[p.name for p in op.inputs],
+        outputs=outputs,
+        nodes=nodes,
+        opset_imports=[helper.make_opsetid("", variant.opset)],
+        attributes=[a.name for a in op.attributes],
+        doc_string=f"Fallback decomposition of {DOMAIN}::{op.name} ({overload_name(variant)}).",
+    )
+    function.overload = overload_name(variant)
+    return function
+
+
+def attach_functions(model: onnx.ModelProto) -> None:
+    """Gives every graphopt node of ``model`` (subgraphs included) its overload and fallback function.
+
+    Adds the missing functions, the ``graphopt`` opset import and raises the IR version to 10 where
+    needed. Running it again changes nothing.
+    """
+    register_onnx_schemas()
+    opset = _default_opset(model)
+    nodes = list(_graphopt_nodes(model))
+    if not nodes:
+        return
+    elem_types = _input_elem_types(model) if opset < CAST_LIKE_OPSET else {}
+    existing = {(f.domain, f.name, f.overload) for f in model.functions}
+    added = 0
+    for node in nodes:
+        variant = variant_of(node, opset, elem_types.get(node.input[0]))
+        node.overload = overload_name(variant)
+        key = (DOMAIN, node.op_type, node.overload)
+        if key not in existing:
+            model.functions.append(build_function(variant))
+            existing.add(key)
+            added += 1
+    _ensure_opset_import(model.opset_import)
+    for function in model.functions:
+        if function.domain != DOMAIN and any(n.domain == DOMAIN for n in _walk(function.node)):
+            _ensure_opset_import(function.opset_import)
+    model.ir_version = max(model.ir_version, OVERLOAD_IR_VERSION)
+    log.debug("attached fallback functions: %d graphopt nodes, %d functions added", len(nodes), added)
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            return opset.version
+    raise ValueError("the model imports no default-domain opset; expected one (13 or newer)")
+
+
+def _ensure_opset_import(imports) -> None:
+    for opset in imports:
+        if opset.domain == DOMAIN:
+            if opset.version != DOMAIN_VERSION:
+                raise ValueError(
+                    f"the model imports {DOMAIN} version {opset.version}; expected {DOMAIN_VERSION}"
+                )
+            return
+    imports.append(helper.make_opsetid(DOMAIN, DOMAIN_VERSION))
+
+
+def _walk(nodes) -> Iterator[onnx.NodeProto]:
+    """Every node of a node list, descending into subgraph attributes (If, Loop, Scan)."""
+    for node in nodes:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _walk(attr.g.node)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for graph in attr.graphs:
+                    yield from _walk(graph.node)
+
+
+def _graphopt_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
+    bodies = [model.graph.node] + [f.node for f in model.functions if f.domain != DOMAIN]
+    for body in bodies:
+        for node in _walk(body):
+            if node.domain == DOMAIN and node.op_type in _OPS:
+                yield node
+
+
+def _input_elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element type of every typed value, after shape inference (needed below opset 15 only)."""
+    typed = onnx.ModelProto()
+    typed.CopyFrom(model)
+    _ensure_opset_import(typed.opset_import)
+    inferred = onnx.shape_inference.infer_shapes(typed)
+    graph = inferred.graph
+    types = {}
+    for info in [*graph.input, *graph.value_info, *graph.output]:
+        if info.type.HasField("tensor_type"):
+            types[info.name] = info.type.tensor_type.elem_type
+    for init in graph.initializer:
+        types[init.name] = init.data_type
+    return types

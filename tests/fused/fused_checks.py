@@ -1,0 +1,52 @@
+"""Shared helpers of the fused-op tests: tolerances, random inputs, ONNX Runtime sessions."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+
+# Relative tolerance against the float64 reference, per storage dtype. The absolute tolerance is
+# the same fraction of the reference's largest magnitude (at least 1), so values near zero are
+# not judged relatively.
+TOLERANCES = {"float32": 1e-5, "float16": 1e-2, "bfloat16": 1e-2}
+ACTIVATIONS = ("identity", "relu", "tanh", "gelu", "gelu_tanh", "silu", "sigmoid")
+NORMS = ("layer", "rms")
+
+
+def assert_close(actual, expected, dtype: str) -> None:
+    tol = TOLERANCES[dtype]
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    atol = tol * max(1.0, float(np.abs(expected).max(initial=0.0)))
+    np.testing.assert_allclose(actual, expected, rtol=tol, atol=atol)
+
+
+def session(model: onnx.ModelProto) -> ort.InferenceSession:
+    """A plain ONNX Runtime CPU session: no graphopt library, so fallback functions run."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+@functools.cache
+def newest_ort_opset() -> int:
+    """The newest default-domain opset this onnxruntime accepts (probed, newest first)."""
+    for opset in range(onnx.defs.onnx_opset_version(), 13, -1):
+        graph = helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["y"])],
+            "probe",
+            [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+            [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+        try:
+            session(model)
+        except Exception:
+            continue
+        return opset
+    raise AssertionError("onnxruntime accepts no opset newer than 13")
