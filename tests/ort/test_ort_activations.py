@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import fused_model, run_model
+from ort_models import fused_model, run_model
 
 from graphopt.fused.table import Activation, activation_reference
 

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from conftest import assert_close, random_inputs
+from ort_models import assert_close, random_inputs
 
 from graphopt.fused.table import NORM_ACT_LINEAR, Activation
 

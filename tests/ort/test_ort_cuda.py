@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 import pytest
-from conftest import assert_close, fused_model, random_inputs
 from onnx import TensorProto, helper
+from ort_models import assert_close, fused_model, random_inputs
 
 from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, NORM_ACT, NORM_ACT_LINEAR
 from graphopt.ort import create_session

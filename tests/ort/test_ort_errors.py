@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
-from conftest import fused_model, random_inputs, run_model
 from onnx import helper
+from ort_models import fused_model, random_inputs, run_model
 
 pytestmark = pytest.mark.usefixtures("library")
 

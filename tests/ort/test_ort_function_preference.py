@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_close, fused_model, random_inputs
 from onnx import helper
+from ort_models import assert_close, fused_model, random_inputs
 
 from graphopt.fused.table import DOMAIN, NORM_ACT
 from graphopt.ort import create_session
