@@ -13,4 +13,10 @@ namespace graphopt::cuda {
 std::string LaunchNormAct(const NormActParams& params, void* stream);
 std::string LaunchNormActLinear(const NormActLinearParams& params, void* stream);
 
+// The compiled variant a launch with these parameters would run ("op/dtype/tier", the names of
+// graphopt/kernels/launch_rules.py), or "error: ..." when none applies. Needs no GPU: for tests
+// that check C++ and Python pick the same variant, and for diagnostics.
+std::string NormActVariant(const NormActParams& params);
+std::string NormActLinearVariant(const NormActLinearParams& params);
+
 }  // namespace graphopt::cuda

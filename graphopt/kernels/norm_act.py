@@ -1,0 +1,159 @@
+"""NormAct: Y = act(norm(X [+ R]) * scale + bias), and ResidualSum = X + R when R is given.
+
+One Triton kernel serves PyTorch (JIT) and ONNX Runtime (compiled ahead of time). Storage is
+fp32, fp16 or bf16; statistics and math are fp32; outputs take the input's dtype. X and R are
+[rows, cols] views with their own row strides (last dimension contiguous); Y and ResidualSum are
+contiguous. The norm kind, the activation and which optional inputs exist are runtime integers:
+the kernel is memory-bound, so uniform branches cost nothing, and the compiled variants differ
+only in dtype and block shape (see ``NORM_ACT_TIERS``).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from graphopt.kernels.launch_rules import (
+    ELEMENT_BYTES,
+    LaunchConfig,
+    Tier,
+    configure,
+    is_aligned,
+    row_tiers,
+)
+from graphopt.kernels.row_norm import block_stats, chunk_stats_update, finish_stats, normalize_activate
+
+
+@triton.jit
+def _load_sum(X, R, S, x_off, r_off, s_off, mask, has_residual, write_sum):
+    """Loads a block of X (+ R, rounded to storage precision, as the unfused graph stores it)."""
+    x = tl.load(X + x_off, mask=mask, other=0.0)
+    if has_residual:
+        r = tl.load(R + r_off, mask=mask, other=0.0)
+        # Add in fp32 and round once, as PyTorch and ONNX Runtime do for 16-bit adds.
+        s = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+        if write_sum:
+            tl.store(S + s_off, s, mask=mask)
+        x = s
+    return x.to(tl.float32)
+
+
+@triton.jit
+def _finish_block(x, y_row, mask, offs, col_ok, W, B, Y, cols, eps, norm, activation, has_scale, has_bias):
+    shift, rstd = block_stats(x, mask, cols, norm, eps)
+    y = normalize_activate(x, shift, rstd, W, B, offs, col_ok, activation, has_scale, has_bias)
+    tl.store(Y + y_row + offs, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def norm_act_kernel(
+    X, R, W, B, Y, S,
+    rows, cols, stride_x, stride_r,
+    eps, norm, activation, has_scale, has_bias, has_residual,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ITERS: tl.constexpr, LOOPED: tl.constexpr,
+):  # fmt: skip
+    offs = tl.arange(0, BLOCK_N)
+    row = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = row < rows
+    if not LOOPED:
+        col_ok = offs < cols
+        mask = row_ok[:, None] & col_ok[None, :]
+        y_row = row[:, None] * cols
+        x = _load_sum(X, R, S, row[:, None] * stride_x + offs, row[:, None] * stride_r + offs, y_row + offs,
+                      mask, has_residual, True)  # fmt: skip
+        # With ITERS > 1 a program also takes blocks pid + i * grid, loading the next block before
+        # finishing the current one: a load is in flight while the math and stores run.
+        for i in range(1, ITERS):
+            nrow = (tl.program_id(0).to(tl.int64) + i * tl.num_programs(0)) * BLOCK_M + tl.arange(0, BLOCK_M)
+            nmask = (nrow < rows)[:, None] & col_ok[None, :]
+            ny_row = nrow[:, None] * cols
+            nx = _load_sum(X, R, S, nrow[:, None] * stride_x + offs, nrow[:, None] * stride_r + offs,
+                           ny_row + offs, nmask, has_residual, True)  # fmt: skip
+            _finish_block(
+                x, y_row, mask, offs, col_ok, W, B, Y, cols, eps, norm, activation, has_scale, has_bias
+            )
+            x, y_row, mask = nx, ny_row, nmask
+        _finish_block(x, y_row, mask, offs, col_ok, W, B, Y, cols, eps, norm, activation, has_scale, has_bias)
+    else:
+        x_row = row[:, None] * stride_x
+        r_row = row[:, None] * stride_r
+        y_row = row[:, None] * cols
+        mean = tl.zeros([BLOCK_M], tl.float32)
+        m2 = tl.zeros([BLOCK_M], tl.float32)
+        for start in range(0, cols, BLOCK_N):
+            idx = start + offs
+            mask = row_ok[:, None] & (idx < cols)[None, :]
+            x = _load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, True)
+            mean, m2 = chunk_stats_update(x, mask, start, cols, norm, mean, m2, BLOCK_N)
+        rstd = finish_stats(m2, cols, eps)
+        # The second pass recomputes X + R rather than reading back ResidualSum: no ordering
+        # between this program's stores and loads is needed, and the re-read mostly hits L2.
+        for start in range(0, cols, BLOCK_N):
+            idx = start + offs
+            col_ok = idx < cols
+            mask = row_ok[:, None] & col_ok[None, :]
+            x = _load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, False)
+            y = normalize_activate(x, mean, rstd, W, B, idx, col_ok, activation, has_scale, has_bias)
+            tl.store(Y + y_row + idx, y.to(Y.dtype.element_ty), mask=mask)
+
+
+# (block_n, block_m, num_warps[, iters]), measured on an H100: about 16 values per thread (four or
+# two 16-byte vectors) and small programs for short rows, whole rows with more warps for long ones;
+# iters > 1 where overlapping a program's next load with its math paid off.
+_ROW_SHAPES = {
+    4: ((128, 8, 2, 2), (256, 4, 2, 2), (512, 4, 4), (1024, 2, 4), (2048, 1, 4),
+        (4096, 1, 8), (8192, 1, 16)),
+    2: ((128, 4, 1), (256, 2, 1), (512, 2, 2, 2), (1024, 2, 2, 4), (2048, 1, 4),
+        (4096, 2, 8), (8192, 1, 8)),
+}  # fmt: skip
+_LOOP = {4: (4096, 8), 2: (4096, 8)}  # (chunk, num_warps) for rows longer than the last shape
+# Rows whose length is not a multiple of 16 (rare) get one unvectorized shape and the loop.
+_UNALIGNED_SHAPES = ((1024, 2, 4),)
+
+NORM_ACT_TIERS: dict[int, tuple[Tier, ...]] = {
+    size: (
+        *row_tiers(_ROW_SHAPES[size], loop=_LOOP[size], aligned=True),
+        *row_tiers(_UNALIGNED_SHAPES, loop=(2048, 4), aligned=False),
+    )
+    for size in (4, 2)
+}
+
+
+def norm_act_tiers(dtype: str) -> tuple[Tier, ...]:
+    return NORM_ACT_TIERS[ELEMENT_BYTES[dtype]]
+
+
+def norm_act_config(rows: int, cols: int, dtype: str, aligned: bool = True) -> LaunchConfig:
+    """The launch of NormAct on ``rows`` rows of ``cols`` elements of ``dtype`` (a name such as
+    "bfloat16"); ``aligned`` as decided by ``launch_rules.is_aligned``."""
+    return configure(norm_act_tiers(dtype), rows, cols, aligned)
+
+
+def dtype_name(tensor) -> str:
+    return str(tensor.dtype).removeprefix("torch.")
+
+
+def launch_norm_act(
+    x2d, scale, bias, residual2d, y, residual_sum, *, norm: int, activation: int, eps: float,
+    wrap=lambda kernel: kernel,
+):  # fmt: skip
+    """Launches NormAct on torch tensors; ``y`` (and ``residual_sum`` with a residual) are
+    preallocated contiguous [rows, cols]. ``wrap`` may be ``torch.library.wrap_triton``."""
+    rows, cols = x2d.shape
+    has_residual = residual2d is not None
+    strides = (x2d.stride(0), residual2d.stride(0) if has_residual else 0)
+    aligned = is_aligned(cols, strides)
+    config = norm_act_config(rows, cols, dtype_name(x2d), aligned)
+    if rows == 0:
+        return config
+    tier = config.tier
+    wrap(norm_act_kernel)[config.grid](
+        x2d, residual2d if has_residual else x2d, scale if scale is not None else x2d,
+        bias if bias is not None else x2d, y, residual_sum if has_residual else y,
+        rows, cols, strides[0], strides[1],
+        float(eps), int(norm), int(activation),
+        int(scale is not None), int(bias is not None), int(has_residual),
+        BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, ITERS=tier.iters, LOOPED=tier.looped,
+        num_warps=tier.num_warps,
+    )  # fmt: skip
+    return config

@@ -1,0 +1,54 @@
+"""Row statistics and the normalize-scale-shift-activate step shared by the fused kernels.
+
+Rows are [BLOCK_M, BLOCK_N] tiles of fp32 values whose masked-off lanes hold 0. ``norm`` is the
+runtime code of ``graphopt.fused.table.Norm``: layer norm subtracts the mean, RMS norm does not,
+so both share one code path with a shift that is the mean or 0.
+"""
+
+import triton
+import triton.language as tl
+
+from graphopt.kernels.activations import apply_activation
+
+LAYER = tl.constexpr(0)  # graphopt.fused.table.Norm.LAYER; RMS is 1
+
+
+@triton.jit
+def block_stats(x, mask, cols, norm, eps):
+    """(shift, rstd) of whole rows held in one tile; the variance is biased, as the norms define."""
+    shift = tl.where(norm == LAYER, tl.sum(x, axis=1) / cols, 0.0)
+    centered = tl.where(mask, x - shift[:, None], 0.0)
+    rstd = 1.0 / tl.sqrt_rn(tl.sum(centered * centered, axis=1) / cols + eps)
+    return shift, rstd
+
+
+@triton.jit
+def chunk_stats_update(x, mask, start, cols, norm, mean, m2, BLOCK_N: tl.constexpr):
+    """Folds the chunk at column ``start`` into running (mean, M2) by Chan's pairwise update, which
+    avoids the cancellation of sum-of-squares formulas on long rows. RMS norm keeps every mean at
+    0, so M2 is then the plain sum of squares."""
+    n = tl.minimum(cols - start, BLOCK_N).to(tl.float32)
+    chunk_mean = tl.where(norm == LAYER, tl.sum(x, axis=1) / n, 0.0)
+    centered = tl.where(mask, x - chunk_mean[:, None], 0.0)
+    count = start * 1.0  # every earlier chunk was full
+    total = count + n
+    delta = chunk_mean - mean
+    mean = mean + delta * (n / total)
+    m2 = m2 + tl.sum(centered * centered, axis=1) + delta * delta * (count * n / total)
+    return mean, m2
+
+
+@triton.jit
+def finish_stats(m2, cols, eps):
+    return 1.0 / tl.sqrt_rn(m2 / cols + eps)
+
+
+@triton.jit
+def normalize_activate(x, shift, rstd, W, B, idx, col_ok, activation, has_scale, has_bias):
+    """act((x - shift) * rstd * scale + bias) in fp32; ``idx`` are the tile's column indices."""
+    y = (x - shift[:, None]) * rstd[:, None]
+    if has_scale:
+        y = y * tl.load(W + idx, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    if has_bias:
+        y = y + tl.load(B + idx, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    return apply_activation(y, activation)

@@ -1,0 +1,54 @@
+// The table of ahead-of-time compiled kernels, generated at build time by
+// `python -m graphopt.kernels.aot` (gen/kernel_images.cc). The launch rule is data: per op and
+// dtype, variants are listed in rule order and a launch takes the first whose max_cols admits the
+// row length and whose alignment requirement the arguments meet (graphopt/kernels/launch_rules.py).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../src/fused_params.h"
+
+namespace graphopt::cuda {
+
+enum class KernelOp : int32_t { kNormAct = 0, kNormActLinear = 1 };
+
+struct KernelImage {
+  int32_t arch;  // compute capability as major * 10 + minor (90 = sm_90); 0 for PTX
+  const unsigned char* data;
+  size_t size;
+  int32_t shared_bytes;  // dynamic shared memory per program
+};
+
+struct KernelVariant {
+  KernelOp op;
+  DType dtype;
+  int64_t max_cols;
+  int32_t block_m;  // rows per block
+  int32_t iters;  // blocks per program: the grid is ceil(rows / (block_m * iters))
+  int32_t block_n;
+  int32_t num_warps;
+  bool looped;
+  bool aligned;  // assumes 16-byte aligned pointers and row lengths that are multiples of 16
+  const char* entry;
+  int32_t hidden_args;  // trailing scratch pointers after the declared arguments
+  int64_t global_scratch_size;  // bytes per program; 0 = none
+  int32_t global_scratch_align;
+  int64_t profile_scratch_size;
+  int32_t profile_scratch_align;
+  const KernelImage* images;  // exact cubins first, PTX last
+  int32_t image_count;
+  const char* key;  // "op/dtype/tier", for messages
+};
+
+struct KernelTable {
+  const KernelVariant* variants;
+  size_t count;
+  int32_t align_bytes;
+  int32_t align_elements;
+  const char* triton_version;
+};
+
+const KernelTable& GeneratedKernelTable();
+
+}  // namespace graphopt::cuda

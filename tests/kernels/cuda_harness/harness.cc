@@ -1,0 +1,49 @@
+// C entry points over graphopt::cuda for ctypes. Each returns "" on success, else the message.
+#include <cstdint>
+#include <string>
+
+#include "cuda_launch.h"
+
+namespace {
+
+thread_local std::string result;
+
+const void* P(uint64_t address) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(address)); }
+void* M(uint64_t address) { return reinterpret_cast<void*>(static_cast<uintptr_t>(address)); }
+
+}  // namespace
+
+extern "C" {
+
+// mode 0 launches; mode 1 returns the variant the launch would use.
+const char* harness_norm_act(uint64_t x, uint64_t residual, uint64_t scale, uint64_t bias, uint64_t y,
+                             uint64_t residual_sum, int64_t rows, int64_t cols, float eps, int32_t norm,
+                             int32_t activation, int32_t dtype, uint64_t stream, int32_t mode) {
+  graphopt::NormActParams p;
+  p.x = P(x), p.residual = P(residual), p.scale = P(scale), p.bias = P(bias);
+  p.y = M(y), p.residual_sum = M(residual_sum);
+  p.rows = rows, p.cols = cols, p.epsilon = eps;
+  p.norm = static_cast<graphopt::Norm>(norm);
+  p.activation = static_cast<graphopt::Activation>(activation);
+  p.dtype = static_cast<graphopt::DType>(dtype);
+  result = mode == 1 ? graphopt::cuda::NormActVariant(p) : graphopt::cuda::LaunchNormAct(p, M(stream));
+  return result.c_str();
+}
+
+const char* harness_norm_act_linear(uint64_t x, uint64_t scale, uint64_t bias, uint64_t weight,
+                                    uint64_t linear_bias, uint64_t y, int64_t rows, int64_t cols,
+                                    int64_t out_features, float eps, int32_t norm, int32_t activation,
+                                    int32_t out_activation, int32_t dtype, uint64_t stream, int32_t mode) {
+  graphopt::NormActLinearParams p;
+  p.x = P(x), p.scale = P(scale), p.bias = P(bias), p.weight = P(weight), p.linear_bias = P(linear_bias);
+  p.y = M(y);
+  p.rows = rows, p.cols = cols, p.out_features = out_features, p.epsilon = eps;
+  p.norm = static_cast<graphopt::Norm>(norm);
+  p.activation = static_cast<graphopt::Activation>(activation);
+  p.out_activation = static_cast<graphopt::Activation>(out_activation);
+  p.dtype = static_cast<graphopt::DType>(dtype);
+  result = mode == 1 ? graphopt::cuda::NormActLinearVariant(p) : graphopt::cuda::LaunchNormActLinear(p, M(stream));
+  return result.c_str();
+}
+
+}  // extern "C"

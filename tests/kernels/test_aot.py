@@ -1,0 +1,94 @@
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphopt.kernels import aot, aot_codegen
+from graphopt.kernels.aot_specs import KERNELS, all_variants
+from graphopt.kernels.launch_rules import DTYPES
+from graphopt.kernels.norm_act import norm_act_config
+from graphopt.kernels.norm_act_linear import norm_act_linear_config
+
+
+def test_literal_round_trips_every_byte():
+    data = bytes(range(256)) * 3 + b'??=\\"0123\x007'
+    text = aot_codegen.literal(data)
+    pieces = [ast.literal_eval("b" + line.strip()) for line in text.splitlines()]
+    assert b"".join(pieces) == data
+
+
+def test_specs_match_the_kernels():
+    for spec in KERNELS:
+        spec.check_signature()
+
+
+def test_table_holds_every_tier_in_rule_order():
+    variants = all_variants()
+    assert len({v.key for v in variants}) == len(variants)
+    for spec in KERNELS:
+        for dtype in DTYPES:
+            listed = [v.tier for v in variants if v.op == spec.op and v.dtype == dtype]
+            assert tuple(listed) == spec.tiers(dtype)
+
+
+@pytest.mark.parametrize("cols", [1, 16, 100, 128, 256, 1000, 1024, 4096, 8192, 8208, 100000])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_table_lookup_agrees_with_the_config_rule(cols, aligned):
+    """What C++ does with the table (first variant of the op and dtype whose max_cols admits the row
+    and whose alignment assumption holds) picks the tier the Python config chose."""
+    aligned = aligned and cols % 16 == 0
+    for op, config in (("NormAct", norm_act_config), ("NormActLinear", norm_act_linear_config)):
+        for dtype in DTYPES:
+            chosen = next(
+                v.tier for v in all_variants()
+                if v.op == op and v.dtype == dtype and cols <= v.tier.max_cols
+                and (aligned or not v.tier.aligned)
+            )  # fmt: skip
+            assert chosen == config(8, cols, dtype, aligned).tier
+
+
+def test_render_writes_images_and_table():
+    variants = all_variants()[:2]
+    results = [
+        aot.Compiled(i, v.key, "entry_fn", v.tier.num_warps, 2, (0, 1), (0, 1),
+                     [aot.Image(80, b"\x7fELF\x00x", 0), aot.Image(0, b".target sm_80\x00", 16)])
+        for i, v in enumerate(variants)
+    ]  # fmt: skip
+    text = aot_codegen.render(list(zip(variants, results, strict=True)), "0.0")
+    assert text.count("alignas(16) const unsigned char kImage") == 4
+    assert '"entry_fn", 2, 0, 1, 0, 1, kImages1, 2,' in text
+    assert "GeneratedKernelTable()" in text
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_build_one_variant_and_compile_the_table(tmp_path):
+    # A subprocess: the AOT build needs real Triton kernels, not the interpreter the tests use.
+    key = f"NormAct/float32/{norm_act_config(1, 256, 'float32').tier.name}"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "graphopt.kernels.aot", "--out", str(tmp_path), "--archs", "80,86,90",
+           "--jobs", "1", "--only", key]  # fmt: skip
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    source = (tmp_path / "kernel_images.cc").read_text()
+    for image in ("sm_80", "sm_86", "sm_90", "PTX"):
+        assert f"// {key} {image}" in source
+    assert "\\177ELF" in source and ".target sm_80" in source
+    if shutil.which("g++"):
+        include = REPO / "graphopt" / "ort" / "cuda"
+        check = ["g++", "-std=c++17", "-fsyntax-only", f"-I{include}", str(tmp_path / "kernel_images.cc")]
+        compiled = subprocess.run(check, capture_output=True, text=True)
+        assert compiled.returncode == 0, compiled.stderr
+
+
+def test_unknown_variant_filter_is_an_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(aot, "_quiet_environment", lambda: None)
+    assert aot.main(["--out", str(tmp_path), "--only", "no-such-variant"]) == 2
+    assert "no variant matches" in capsys.readouterr().err

@@ -1,0 +1,131 @@
+"""The C++ driver-API launcher (graphopt/ort/cuda) on a real GPU: it is built through cuda.cmake into
+a small ctypes harness (tests/kernels/cuda_harness), then checked against the float64 reference
+and against the Python launcher's choice of variant. Skipped without a CUDA device."""
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from kernel_checks import assert_matches, assert_written, f64, generator, poisoned, random_rows, random_vector
+
+from graphopt.fused.table import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
+from graphopt.kernels.norm_act import norm_act_config
+from graphopt.kernels.norm_act_linear import norm_act_linear_config
+
+REPO = Path(__file__).resolve().parents[2]
+DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+DTYPE_NAME = {0: "float32", 1: "float16", 2: "bfloat16"}
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+U64, I64, I32, F32 = ctypes.c_uint64, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake not found")
+    build = tmp_path_factory.mktemp("cuda_harness")
+    major, minor = torch.cuda.get_device_capability()
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    source = REPO / "tests" / "kernels" / "cuda_harness"
+    configure = subprocess.run(
+        ["cmake", "-S", str(source), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+         f"-DPython_EXECUTABLE={sys.executable}", f"-DGRAPHOPT_CUDA_ARCHS={major}{minor}"],
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    if configure.returncode != 0 and "cuda.h not found" in configure.stdout:
+        pytest.skip("cuda.h not found (set GRAPHOPT_CUDA_INCLUDE_DIR)")
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    jobs = str(os.cpu_count() or 1)
+    compiled = subprocess.run(
+        ["cmake", "--build", str(build), "-j", jobs], env=env, capture_output=True, text=True
+    )
+    assert compiled.returncode == 0, compiled.stdout[-4000:] + compiled.stderr[-4000:]
+    lib = ctypes.CDLL(str(next(build.glob("libgraphopt_cuda_harness.*"))))
+    lib.harness_norm_act.argtypes = [U64] * 6 + [I64, I64, F32, I32, I32, I32, U64, I32]
+    lib.harness_norm_act.restype = ctypes.c_char_p
+    lib.harness_norm_act_linear.argtypes = [U64] * 6 + [I64, I64, I64, F32, I32, I32, I32, I32, U64, I32]
+    lib.harness_norm_act_linear.restype = ctypes.c_char_p
+    return lib
+
+
+def ptr(t):
+    return 0 if t is None else t.data_ptr()
+
+
+def stream():
+    return torch.cuda.current_stream().cuda_stream
+
+
+@pytest.mark.parametrize("dtype", [0, 1, 2])
+@pytest.mark.parametrize("cols", [1, 16, 100, 256, 1000, 1024, 4096, 8192, 8208, 50000])
+def test_cpp_picks_the_python_variant(harness, dtype, cols):
+    for base in (1 << 20, (1 << 20) + 2):  # 16-byte aligned, then not
+        aligned = base % 16 == 0 and cols % 16 == 0
+        expected = norm_act_config(64, cols, DTYPE_NAME[dtype], aligned).tier.name
+        got = harness.harness_norm_act(base, 0, 0, 0, base, 0, 64, cols, 1e-5, 0, 0, dtype, 0, 1).decode()
+        assert got == f"NormAct/{DTYPE_NAME[dtype]}/{expected}"
+        expected = norm_act_linear_config(64, cols, DTYPE_NAME[dtype], aligned).tier.name
+        args = (base, 0, 0, base, 0, base, 64, cols, 3, 1e-5, 0, 0, 0, dtype, 0, 1)
+        assert (
+            harness.harness_norm_act_linear(*args).decode() == f"NormActLinear/{DTYPE_NAME[dtype]}/{expected}"
+        )
+
+
+def test_errors_are_messages(harness):
+    assert "bad shape" in harness.harness_norm_act(16, 0, 0, 0, 16, 0, 4, 0, 1e-5, 0, 0, 0, 0, 0).decode()
+    assert "ResidualSum" in harness.harness_norm_act(16, 16, 0, 0, 16, 0, 4, 16, 1e-5, 0, 0, 0, 0, 0).decode()
+    assert (
+        "no NormAct kernel"
+        in harness.harness_norm_act(16, 0, 0, 0, 16, 0, 4, 16, 1e-5, 0, 0, 9, 0, 1).decode()
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("rows", "cols"), [(1000, 256), (33, 1000), (64, 4096), (5, 20000)])
+@pytest.mark.parametrize(
+    ("norm", "act", "residual"), [(Norm.LAYER, Activation.GELU, True), (Norm.RMS, Activation.TANH, False)]
+)
+def test_norm_act_on_the_gpu(harness, dtype, rows, cols, norm, act, residual):
+    gen = generator("cpp", dtype, rows, cols, norm, act, residual)
+    x = random_rows(rows, cols, dtype, gen, mean=0.5, std=2.0)
+    r = random_rows(rows, cols, dtype, gen) if residual else None
+    w, b = random_vector(cols, dtype, gen, mean=1.0), random_vector(cols, dtype, gen)
+    y, y_storage = poisoned((rows, cols), dtype)
+    s, s_storage = poisoned((rows, cols), dtype) if residual else (None, None)
+    args = (ptr(x), ptr(r), ptr(w), ptr(b), ptr(y), ptr(s), rows, cols, 1e-5, int(norm), int(act),
+            DTYPE_CODE[dtype], stream(), 0)  # fmt: skip
+    assert harness.harness_norm_act(*args) == b""
+    torch.cuda.synchronize()
+    ref, ref_sum = NORM_ACT.reference(f64(x), f64(w), f64(b), f64(r), norm=norm.attr, activation=act.attr,
+                                      epsilon=1e-5, axis=-1)  # fmt: skip
+    what = f"C++ NormAct {rows}x{cols} {dtype}"
+    assert_written(y_storage, rows * cols, what)
+    assert_matches(y, ref, dtype, what)
+    if residual:
+        assert_written(s_storage, rows * cols, what + " ResidualSum")
+        assert_matches(s, ref_sum, dtype, what + " ResidualSum")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("rows", "cols", "k"), [(16384, 256, 1), (100, 1000, 4), (7, 9000, 19)])
+def test_norm_act_linear_on_the_gpu(harness, dtype, rows, cols, k):
+    gen = generator("cpp-linear", dtype, rows, cols, k)
+    x = random_rows(rows, cols, dtype, gen)
+    weight = random_rows(k, cols, dtype, gen, std=cols**-0.5).contiguous()
+    lb = random_vector(k, dtype, gen)
+    y, y_storage = poisoned((rows, k), dtype)
+    args = (ptr(x), 0, 0, ptr(weight), ptr(lb), ptr(y), rows, cols, k, 0.0, int(Norm.LAYER),
+            int(Activation.TANH), int(Activation.RELU), DTYPE_CODE[dtype], stream(), 0)  # fmt: skip
+    assert harness.harness_norm_act_linear(*args) == b""
+    torch.cuda.synchronize()
+    ref = NORM_ACT_LINEAR.reference(f64(x), None, None, f64(weight), f64(lb), norm="layer", activation="tanh",
+                                    epsilon=0.0, out_activation="relu")  # fmt: skip
+    assert_written(y_storage, rows * k, "C++ NormActLinear")
+    assert_matches(y, ref, dtype, f"C++ NormActLinear {rows}x{cols} K={k} {dtype}")

@@ -1,0 +1,143 @@
+import pytest
+import torch
+from kernel_checks import (
+    assert_matches,
+    assert_written,
+    f64,
+    generator,
+    poisoned,
+    random_rows,
+    random_vector,
+)
+
+from graphopt.fused.table import NORM_ACT, Activation, Norm
+from graphopt.kernels.launch_rules import ALIGN_ELEMENTS
+from graphopt.kernels.norm_act import launch_norm_act, norm_act_config, norm_act_tiers
+
+# Padded lanes and rows past the end compute values (inf, NaN) that are never stored.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def run_norm_act(rows, cols, dtype, *, norm, act, scale=True, bias=True, residual=False, eps=1e-5,
+                 x_stride=None, r_stride=None, mean=0.0, std=1.0, tol=None):  # fmt: skip
+    """Runs the kernel on fresh inputs and checks Y (and ResidualSum) against the reference."""
+    gen = generator(rows, cols, dtype, norm, act, scale, bias, residual, eps, x_stride, r_stride, mean)
+    x = random_rows(rows, cols, dtype, gen, row_stride=x_stride, mean=mean, std=std)
+    r = random_rows(rows, cols, dtype, gen, row_stride=r_stride) if residual else None
+    w = random_vector(cols, dtype, gen, mean=1.0, std=0.5) if scale else None
+    b = random_vector(cols, dtype, gen, std=0.5) if bias else None
+    y, y_storage = poisoned((rows, cols), dtype)
+    s, s_storage = poisoned((rows, cols), dtype) if residual else (None, None)
+
+    config = launch_norm_act(x, w, b, r, y, s, norm=norm, activation=act, eps=eps)
+
+    what = f"NormAct {rows}x{cols} {dtype} {Norm(norm).attr} {Activation(act).attr} [{config.tier.name}]"
+    ref, ref_sum = NORM_ACT.reference(
+        f64(x), f64(w), f64(b), f64(r),
+        norm=Norm(norm).attr, activation=Activation(act).attr, epsilon=eps, axis=-1,
+    )  # fmt: skip
+    assert_written(y_storage, rows * cols, what)
+    assert_matches(y, ref, dtype, what, tol)
+    if residual:
+        assert_written(s_storage, rows * cols, what + " ResidualSum")
+        assert_matches(s, ref_sum, dtype, what + " ResidualSum")
+    return config
+
+
+@pytest.mark.parametrize("norm", list(Norm))
+@pytest.mark.parametrize("act", list(Activation))
+def test_every_activation_and_norm(norm, act):
+    affine = int(act) % 2 == 0  # alternate scale + bias on and off across activations
+    run_norm_act(6, 48, torch.float32, norm=norm, act=act, scale=affine, bias=affine and norm is Norm.LAYER)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("norm", list(Norm))
+@pytest.mark.parametrize("residual", [False, True])
+def test_half_precision(dtype, norm, residual):
+    run_norm_act(5, 64, dtype, norm=norm, act=Activation.GELU, residual=residual)
+
+
+@pytest.mark.parametrize(
+    ("scale", "bias", "residual"),
+    [
+        (False, False, False),
+        (True, False, False),
+        (False, True, False),
+        (False, False, True),
+        (True, True, True),
+    ],
+)
+def test_optional_inputs(scale, bias, residual):
+    run_norm_act(7, 32, torch.float32, norm=Norm.LAYER, act=Activation.SILU, scale=scale, bias=bias,
+                 residual=residual)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "expect"),
+    [
+        (1, 256, "row_a"),  # a single row
+        (7, 128, "row_a"),  # rows not a multiple of rows-per-program
+        (37, 256, "i2_row_a"),  # two row blocks per program, the second partly past the end
+        (3, 100, "row_u"),  # a row length that is not a multiple of 16
+        (2, 1, "row_u"),  # one element per row
+        (3, 8208, "loop_a"),  # past the largest single block: the looped reduction
+        (2, 1500, "loop_u"),  # looped and unaligned
+    ],
+)
+def test_shapes_and_paths(rows, cols, expect):
+    config = run_norm_act(rows, cols, torch.float32, norm=Norm.LAYER, act=Activation.TANH, residual=True)
+    assert config.tier.name.endswith(expect)
+
+
+def test_several_blocks_per_program_in_half_precision():
+    config = run_norm_act(
+        13, 1024, torch.bfloat16, norm=Norm.RMS, act=Activation.SILU, residual=True, x_stride=1040
+    )
+    assert config.tier.iters > 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_strided_rows(dtype):
+    config = run_norm_act(5, 64, dtype, norm=Norm.RMS, act=Activation.GELU_TANH, bias=False, residual=True,
+                          x_stride=80, r_stride=96)  # fmt: skip
+    assert config.tier.aligned
+    run_norm_act(4, 64, dtype, norm=Norm.LAYER, act=Activation.RELU, x_stride=72)  # stride breaks alignment
+
+
+@pytest.mark.parametrize("cols", [96, 8208])
+def test_large_mean_does_not_cancel(cols):
+    # Rows far from zero (mean 1000, std 1). fp32 statistics place the mean within about 1e-4 of
+    # the spread (as PyTorch's do); a one-pass sum-of-squares variance would be off by ~100%.
+    run_norm_act(2, cols, torch.float32, norm=Norm.LAYER, act=Activation.IDENTITY, mean=1000.0, tol=1e-3)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_epsilon(eps):
+    run_norm_act(3, 64, torch.float32, norm=Norm.RMS, act=Activation.SIGMOID, bias=False, eps=eps)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_long_rows_every_dtype(dtype):
+    run_norm_act(3, 20000, dtype, norm=Norm.LAYER, act=Activation.GELU, residual=True, x_stride=20016)
+
+
+def test_zero_rows_launch_nothing():
+    x = torch.empty(0, 64, device=random_vector(1, torch.float32, generator(0)).device)
+    y = torch.empty_like(x)
+    assert launch_norm_act(x, None, None, None, y, None, norm=0, activation=0, eps=1e-5).grid == (0, 1, 1)
+
+
+def test_config_rule():
+    tiers = norm_act_tiers("float32")
+    singles = [t for t in tiers if t.aligned and not t.looped]
+    for tier in singles:
+        assert norm_act_config(1000, tier.max_cols, "float32").tier == tier
+    largest = singles[-1].max_cols
+    assert norm_act_config(10, largest + ALIGN_ELEMENTS, "float32").tier.looped
+    config = norm_act_config(1001, 256, "bfloat16")
+    assert config.grid == (-(-1001 // (config.tier.block_m * config.tier.iters)), 1, 1)
+    assert not norm_act_config(4, 256, "float16", aligned=False).tier.aligned
+    with pytest.raises(ValueError):
+        norm_act_config(4, 0, "float32")
