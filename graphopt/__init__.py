@@ -4,9 +4,29 @@
     optimized, report = graphopt.optimize("model.onnx", output="model.opt.onnx")
 """
 
-from .api import Optimized, optimize
-from .errors import BadInput, VerificationError
+from __future__ import annotations
 
 __version__ = "0.1.0"
 
 __all__ = ["BadInput", "Optimized", "VerificationError", "__version__", "optimize"]
+
+# The API is imported on first use: ``import graphopt.kernels`` (the build's kernel compiler, for one)
+# must not pull in the pipeline, torch or onnx.
+_LAZY = {
+    "optimize": "api",
+    "Optimized": "api",
+    "BadInput": "errors",
+    "VerificationError": "errors",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'graphopt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -18,16 +18,18 @@ from .onnx_read import check_external_data, check_model_proto
 log = logging.getLogger(__name__)
 
 
-def from_onnx(model: onnx.ModelProto, base_dir: str | Path | None = None, where: str = "model") -> Graph:
+def from_onnx(
+    model: onnx.ModelProto, base_dir: str | Path | None = None, where: str = "model", path: Path | None = None
+) -> Graph:
     """Loads a ModelProto (not modified, and kept by reference) into a Graph.
 
-    ``base_dir`` is where external data files lie (the model file's directory).
+    ``base_dir`` is where external data files lie (the model file's directory); ``path`` is the file the
+    model was read from, if any (the checker resolves external data against it).
     """
     check_model_proto(model, where)
     base = Path(base_dir) if base_dir is not None else None
     if base is not None:
         check_external_data(model, base, where)
-    _validate(model, where)
     types = _infer_types(model)
     onnx_graph = model.graph
     graph = Graph(onnx_graph.name or "main")
@@ -69,6 +71,7 @@ def from_onnx(model: onnx.ModelProto, base_dir: str | Path | None = None, where:
             f"{where}: graph output {missing[0]!r} is not produced by any node; expected a complete graph"
         )
     graph.set_outputs([scope[o.name] for o in onnx_graph.output])
+    _validate(model, where, path)  # after our own structural checks, which name what is wrong more precisely
     return graph
 
 
@@ -125,9 +128,10 @@ def _fill_types(node) -> None:
         value.shape = value.shape if value.shape is not None else shape
 
 
-def _validate(model: onnx.ModelProto, where: str) -> None:
+def _validate(model: onnx.ModelProto, where: str, path: Path | None) -> None:
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(str(path) if external and path is not None else model)
     except onnx.checker.ValidationError as error:
         first = str(error).strip().splitlines()[0]
         raise BadInput(f"{where} is not a valid ONNX graph: {first}") from None
