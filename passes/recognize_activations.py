@@ -7,36 +7,55 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
-from graphopt.ir import Op, constant_of
+from graphopt.ir import DType, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 
 SQRT2 = math.sqrt(2.0)
 TANH_SCALE = math.sqrt(2.0 / math.pi)
 
 
-def _close(value, target: float, rel: float = 1e-4) -> bool:
+# How closely a constant stored in each dtype can match the exact value.
+_PRECISION = {DType.FLOAT16: 2e-3, DType.BFLOAT16: 1e-2}
+
+
+def _close(value, target: float) -> bool:
     tensor = constant_of(value) if value is not None else None
     scalar = tensor.scalar() if tensor is not None else None
-    return scalar is not None and math.isclose(scalar, target, rel_tol=rel)
+    return scalar is not None and math.isclose(scalar, target, rel_tol=_PRECISION.get(tensor.dtype, 1e-4))
 
 
-def _erf_part(x, c):
+def _erf_part(x, c, cube=None):
     scaled = op.any_of(Op.DIV, Op.MUL)(x, c).named("scaled")
     return op.add(op.erf(scaled), 1.0)
 
 
-def gelu_half_first(x, c):
-    return op.mul(op.mul(x, 0.5), _erf_part(x, c))
+def _tanh_part(x, k, cube):
+    inner = op.add(x, op.mul(cube(x), 0.044715))
+    return op.add(op.tanh(op.mul(inner, k)), 1.0)
 
 
-def gelu_half_last(x, c):
-    return op.mul(op.mul(x, _erf_part(x, c)), 0.5)
+# Where the 0.5 sits: (x * 0.5) * p, (x * p) * 0.5, x * (p * 0.5).
+_HALF_FORMS = {
+    "half_first": lambda x, p: op.mul(op.mul(x, 0.5), p),
+    "half_last": lambda x, p: op.mul(op.mul(x, p), 0.5),
+    "half_inner": lambda x, p: op.mul(x, op.mul(p, 0.5)),
+}
+# How x³ is written.
+_CUBES = {
+    "pow": lambda x: op.pow(x, 3.0),
+    "mul_inner": lambda x: op.mul(x, op.mul(x, x)),
+    "mul_outer": lambda x: op.mul(op.mul(x, x), x),
+}
 
 
-def gelu_half_inner(x, c):
-    return op.mul(x, op.mul(_erf_part(x, c), 0.5))
+def _gelu_pattern(half, part, cube=None):
+    def pattern(x, c):
+        return half(x, part(x, c, cube))
+
+    return pattern
 
 
 def check_erf(match):
@@ -47,30 +66,9 @@ def check_erf(match):
     return match
 
 
-def _cube(x):
-    return op.mul(x, op.mul(x, x))
-
-
-def _tanh_part(x, k, cube):
-    inner = op.add(x, op.mul(cube, 0.044715))
-    return op.add(op.tanh(op.mul(inner, k)), 1.0)
-
-
-def gelu_tanh_mul_cube(x, k):
-    return op.mul(op.mul(x, _tanh_part(x, k, _cube(x))), 0.5)
-
-
-def gelu_tanh_pow_cube(x, k):
-    return op.mul(op.mul(x, _tanh_part(x, k, op.pow(x, 3.0))), 0.5)
-
-
-def gelu_tanh_half_first(x, k):
-    return op.mul(op.mul(x, 0.5), _tanh_part(x, k, op.pow(x, 3.0)))
-
-
 def check_tanh(match):
-    if not _close(match["k"], TANH_SCALE):
-        return Fail(f"{match['k'].name!r} is not √(2/π), so this is not tanh-approximated GELU")
+    if not _close(match["c"], TANH_SCALE):
+        return Fail(f"{match['c'].name!r} is not √(2/π), so this is not tanh-approximated GELU")
     return match
 
 
@@ -95,24 +93,21 @@ def _float(match):
     return match if x.dtype is not None and x.dtype.is_float else None
 
 
-def _erf_rule(name, pattern):
-    return Rule(name, pattern, replace_gelu, lambda m: _float(m) and check_erf(m))
+def _erf_rules():
+    check = lambda m: _float(m) and check_erf(m)  # noqa: E731
+    for name, half in _HALF_FORMS.items():
+        yield Rule(f"gelu_from_erf[{name}]", _gelu_pattern(half, _erf_part), replace_gelu, check)
 
 
-def _tanh_rule(name, pattern):
-    return Rule(name, pattern, replace_gelu_tanh, lambda m: _float(m) and check_tanh(m))
+def _tanh_rules():
+    for (name, half), (cube_name, cube) in itertools.product(_HALF_FORMS.items(), _CUBES.items()):
+        pattern = _gelu_pattern(half, _tanh_part, cube)
+        check = lambda m: _float(m) and check_tanh(m)  # noqa: E731
+        yield Rule(f"gelu_tanh_from_ops[{name},{cube_name}]", pattern, replace_gelu_tanh, check)
 
 
 PASS = rewrite_pass(
     "recognize_activations",
     "Turn elementwise spellings of GELU (erf and tanh forms) and SiLU into single ops.",
-    [
-        _erf_rule("gelu_from_erf", gelu_half_first),
-        _erf_rule("gelu_from_erf_half_last", gelu_half_last),
-        _erf_rule("gelu_from_erf_half_inner", gelu_half_inner),
-        _tanh_rule("gelu_tanh_from_ops", gelu_tanh_mul_cube),
-        _tanh_rule("gelu_tanh_from_ops_pow", gelu_tanh_pow_cube),
-        _tanh_rule("gelu_tanh_from_ops_half_first", gelu_tanh_half_first),
-        Rule("silu_from_sigmoid", silu_pattern, replace_silu, _float),
-    ],
+    [*_erf_rules(), *_tanh_rules(), Rule("silu_from_sigmoid", silu_pattern, replace_silu, _float)],
 )

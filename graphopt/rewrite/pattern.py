@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..ir import Node, Op, Value, constant_of
+from ..ir import DType, Node, Op, Value, constant_of
 from ..ir.ops import COMMUTATIVE
 
 _OPS_BY_NAME = {name.lower(): value for name, value in vars(Op).items() if name.isupper()}
@@ -132,7 +132,9 @@ def _match(pattern, value: Value | None, binding: dict) -> Iterator[dict]:
     if isinstance(pattern, int | float):
         tensor = constant_of(value) if value is not None else None
         scalar = tensor.scalar() if tensor is not None else None
-        if scalar is not None and math.isclose(scalar, pattern, rel_tol=1e-6, abs_tol=1e-12):
+        # A literal written in half precision is only that close to the exact value.
+        tolerance = {DType.FLOAT16: 2e-3, DType.BFLOAT16: 1e-2}.get(tensor.dtype, 1e-6) if tensor else 0.0
+        if scalar is not None and math.isclose(scalar, pattern, rel_tol=tolerance, abs_tol=1e-12):
             yield binding
         return
     if value is None or value.producer is None:

@@ -1,0 +1,191 @@
+import numpy as np
+import onnx
+import pytest
+import torch
+from exporting import (
+    ONNX_PATHS,
+    export_onnx,
+    float64_reference,
+    near_misses,
+    op_types,
+    optimize_checked,
+    run_onnx,
+)
+from onnx import TensorProto, helper
+
+import graphopt
+
+F = torch.nn.functional
+
+
+class NormAct(torch.nn.Module):
+    def __init__(self, d=16, act="gelu", norm="layer", affine=True, shape=None):
+        super().__init__()
+        self.act, self.norm_kind = act, norm
+        self.shape = shape or (d,)
+        self.weight = torch.nn.Parameter(torch.randn(self.shape)) if affine else None
+        self.bias = torch.nn.Parameter(torch.randn(self.shape)) if affine and norm != "rms" else None
+
+    def forward(self, x):
+        if self.norm_kind == "layer":
+            h = F.layer_norm(x, self.shape, self.weight, self.bias, eps=1e-5)
+        elif self.norm_kind == "decomposed_layer":
+            mean = x.mean(-1, keepdim=True)
+            var = ((x - mean) ** 2).mean(-1, keepdim=True)
+            h = (x - mean) / torch.sqrt(var + 1e-5) * self.weight + self.bias
+        else:
+            h = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return {
+            "gelu": F.gelu,
+            "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+            "tanh": torch.tanh,
+            "relu": torch.relu,
+            "silu": F.silu,
+            "sigmoid": torch.sigmoid,
+        }[self.act](h)
+
+
+class Residual(torch.nn.Module):
+    """x + f(x) → LayerNorm → act, with the sum read again later (the transformer's residual stream)."""
+
+    def __init__(self, d=16, act="gelu"):
+        super().__init__()
+        self.linear = torch.nn.Linear(d, d)
+        self.norm = torch.nn.LayerNorm(d)
+        self.act = act
+
+    def forward(self, x):
+        h = x + self.linear(x)
+        y = self.norm(h)
+        y = F.gelu(y) if self.act == "gelu" else y
+        return self.linear(y) + h
+
+
+POSITIVE = {
+    "layer_gelu": (lambda: NormAct(act="gelu"), "gelu", "layer"),
+    "layer_gelu_tanh": (lambda: NormAct(act="gelu_tanh"), "gelu_tanh", "layer"),
+    "layer_tanh_no_affine": (lambda: NormAct(act="tanh", affine=False), "tanh", "layer"),
+    "layer_relu": (lambda: NormAct(act="relu"), "relu", "layer"),
+    "layer_silu": (lambda: NormAct(act="silu"), "silu", "layer"),
+    "layer_sigmoid": (lambda: NormAct(act="sigmoid"), "sigmoid", "layer"),
+    "layer_two_dims": (lambda: NormAct(act="tanh", shape=(4, 16)), "tanh", "layer"),
+    "decomposed_layer_gelu": (lambda: NormAct(act="gelu", norm="decomposed_layer"), "gelu", "layer"),
+    "rms_silu": (lambda: NormAct(act="silu", norm="rms"), "silu", "rms"),
+    "residual_gelu": (lambda: Residual(act="gelu"), "gelu", "layer"),
+    "residual_identity": (lambda: Residual(act=None), "identity", "layer"),
+}
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+@pytest.mark.parametrize("case", sorted(POSITIVE))
+def test_norm_and_activation_fuse(case, path):
+    make, activation, norm = POSITIVE[case]
+    module = make()
+    args = (torch.randn(3, 4, 16),)
+    optimized, report = optimize_checked(export_onnx(module, args, path))
+    fused = [n for n in optimized.graph.node if n.op_type == "NormAct"]
+    assert len(fused) == 1, op_types(optimized)
+    attrs = {a.name: helper.get_attribute_value(a) for a in fused[0].attribute}
+    assert attrs["activation"].decode() == activation and attrs["norm"].decode() == norm
+    assert not {"LayerNormalization", "Erf", "Gelu", "Tanh", "Sqrt", "ReduceMean"} & set(op_types(optimized))
+    expected = float64_reference(module, args)
+    actual = run_onnx(optimized, {optimized.graph.input[0].name: args[0].numpy()})
+    np.testing.assert_allclose(actual[0], expected[0], rtol=1e-4, atol=1e-5)
+
+
+def test_decomposed_layer_norm_of_old_opsets_fuses():
+    module = NormAct(act="relu")
+    args = (torch.randn(5, 16),)
+    model = export_onnx(module, args, "torchscript", opset=16)
+    assert "LayerNormalization" not in op_types(model)
+    optimized, report = optimize_checked(model)
+    assert op_types(optimized).count("NormAct") == 1
+    assert any(rule.startswith("layer_norm_from_ops") for rule in report.rule_counts)
+
+
+def test_float16_model_fuses_and_matches():
+    module = NormAct(act="gelu").half()
+    args = (torch.randn(4, 16).half(),)
+    optimized, _ = optimize_checked(export_onnx(module, args, "dynamo"))
+    assert op_types(optimized).count("NormAct") == 1
+    (expected,) = float64_reference(module, args)
+    (actual,) = run_onnx(optimized, {optimized.graph.input[0].name: args[0].numpy()})
+    np.testing.assert_allclose(actual.astype(np.float64), expected, rtol=1e-2, atol=1e-2)
+
+
+class SharedNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+
+    def forward(self, x):
+        h = self.norm(x)
+        return torch.tanh(h), h * 2.0
+
+
+class SoftmaxAfterNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+
+    def forward(self, x):
+        return torch.softmax(self.norm(x), dim=-1)
+
+
+class RuntimeWeight(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(F.layer_norm(x, (16,), weight=x.mean(0)))
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_norm_output_read_elsewhere_stays(path):
+    optimized, report = optimize_checked(export_onnx(SharedNorm(), (torch.randn(3, 16),), path))
+    assert "NormAct" not in op_types(optimized)
+    assert any("is also read by" in r for r in near_misses(report, "fuse_norm_act"))
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_non_elementwise_consumer_stays(path):
+    optimized, _ = optimize_checked(export_onnx(SoftmaxAfterNorm(), (torch.randn(3, 16),), path))
+    assert "NormAct" not in op_types(optimized)
+    assert "LayerNormalization" in op_types(optimized)
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_weights_computed_at_run_time_stay(path):
+    optimized, report = optimize_checked(export_onnx(RuntimeWeight(), (torch.randn(3, 16),), path))
+    assert "NormAct" not in op_types(optimized)
+    assert any("computed at run time" in r for r in near_misses(report, "fuse_norm_act"))
+
+
+def hand_built(scale_shape, dtype=TensorProto.FLOAT):
+    scale = helper.make_tensor("scale", dtype, scale_shape, np.ones(scale_shape).reshape(-1).tolist())
+    graph = helper.make_graph(
+        [
+            helper.make_node("LayerNormalization", ["x", "scale"], ["h"], axis=-1, epsilon=1e-5),
+            helper.make_node("Tanh", ["h"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", dtype, [2, 8])],
+        [helper.make_tensor_value_info("y", dtype, [2, 8])],
+        [scale],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def test_scale_that_broadcasts_stays():
+    optimized, report = graphopt.optimize(hand_built([1]))
+    assert "NormAct" not in op_types(optimized)
+    assert any("normalized dims are [8]" in r for r in near_misses(report, "fuse_norm_act"))
+
+
+def test_float64_stays():
+    optimized, report = graphopt.optimize(hand_built([8], TensorProto.DOUBLE))
+    assert "NormAct" not in op_types(optimized)
+    assert any("float64" in r for r in near_misses(report, "fuse_norm_act"))
+
+
+def test_fused_model_passes_the_full_checker():
+    optimized, _ = optimize_checked(export_onnx(Residual(), (torch.randn(3, 16),), "dynamo"))
+    onnx.checker.check_model(optimized, full_check=True)
+    assert any(f.domain == "graphopt" for f in optimized.functions)
