@@ -82,7 +82,7 @@ def test_norm_and_activation_fuse(case, path):
     make, activation, norm = POSITIVE[case]
     module = make()
     args = (torch.randn(3, 4, 16),)
-    optimized, report = optimize_checked(export_onnx(module, args, path))
+    optimized, _ = optimize_checked(export_onnx(module, args, path))
     fused = [n for n in optimized.graph.node if n.op_type == "NormAct"]
     assert len(fused) == 1, op_types(optimized)
     attrs = {a.name: helper.get_attribute_value(a) for a in fused[0].attribute}
