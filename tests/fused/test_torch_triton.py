@@ -137,7 +137,6 @@ assert len(kernels) == 1, graph.graph
 """
 
 
-@pytest.mark.xfail(reason="launch_norm_act reads data_ptr(), which traced tensors lack", strict=False)
 @pytest.mark.skipif(
     torch.cuda.is_available(), reason="the GPU runs test_compile_on_cuda_matches_eager instead"
 )
