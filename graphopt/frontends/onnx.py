@@ -17,6 +17,10 @@ from .onnx_read import check_external_data, check_model_proto
 
 log = logging.getLogger(__name__)
 
+# Shape inference serializes the model it is given; below this many bytes of embedded weights it gets
+# the model itself, above it a copy that declares the large weights as inputs instead of holding them.
+PROBE_COPY_LIMIT = 64 << 20
+
 
 def from_onnx(
     model: onnx.ModelProto, base_dir: str | Path | None = None, where: str = "model", path: Path | None = None
@@ -147,6 +151,8 @@ def _topological(
             if name:
                 producer[name] = index
     reads = [[n for n in node.input if n] + captured[i] for i, node in enumerate(graph.node)]
+    if _already_sorted(graph, reads, defined):
+        return list(range(len(graph.node)))
     state = [0] * len(graph.node)  # 0 new, 1 on the current path, 2 done
     order: list[int] = []
     for start in range(len(graph.node)):
@@ -178,6 +184,16 @@ def _topological(
                 order.append(index)
                 defined.update(n for n in graph.node[index].output if n)
     return order
+
+
+def _already_sorted(graph: onnx.GraphProto, reads: list[list[str]], defined: set[str]) -> bool:
+    """The common case, checked in one pass: every node reads only what is defined before it."""
+    seen = set(defined)
+    for node, names in zip(graph.node, reads, strict=True):
+        if not all(name in seen for name in names):
+            return False
+        seen.update(node.output)
+    return True
 
 
 def _captured_names(node: onnx.NodeProto) -> list[str]:
@@ -244,6 +260,8 @@ def _value_type(type_proto: onnx.TypeProto) -> tuple[DType | None, Shape | None]
 
 def _infer_types(model: onnx.ModelProto) -> dict[str, tuple[DType | None, Shape | None]]:
     """Types of every value ONNX shape inference can reach, without copying large weights."""
+    if sum(len(t.raw_data) for t in model.graph.initializer) <= PROBE_COPY_LIMIT:
+        return _types_of(_inferred(model).graph)
     probe = onnx.ModelProto()
     probe.ir_version = model.ir_version
     probe.opset_import.extend(model.opset_import)
@@ -259,11 +277,18 @@ def _infer_types(model: onnx.ModelProto) -> dict[str, tuple[DType | None, Shape 
             graph.initializer.append(tensor)
         elif tensor.name not in declared:
             graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+    return _types_of(_inferred(probe).graph)
+
+
+def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
-        inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True).graph
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as error:  # inference is a help, not a requirement
         log.warning("ONNX shape inference failed (%s); continuing with the types the model declares", error)
-        inferred = graph
+        return model
+
+
+def _types_of(inferred: onnx.GraphProto) -> dict[str, tuple[DType | None, Shape | None]]:
     types = {}
     for info in (*inferred.input, *inferred.value_info, *inferred.output):
         if info.type.HasField("tensor_type"):

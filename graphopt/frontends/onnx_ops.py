@@ -38,12 +38,11 @@ def attributes(node: onnx.NodeProto) -> dict[str, Any]:
 def translate(node: onnx.NodeProto, opset: int, const: ConstLookup) -> tuple[str, dict[str, Any]] | None:
     """The canonical (op, attrs) of an ONNX node, or None to carry it through verbatim."""
     domain = "" if node.domain == "ai.onnx" else node.domain
-    attrs = attributes(node)
     if domain == "":
-        if node.op_type in _UNARY and not attrs:
-            return _UNARY[node.op_type], {}
-        if node.op_type in _BINARY and not attrs:
-            return _BINARY[node.op_type], {}
+        if node.op_type in _UNARY or node.op_type in _BINARY:
+            if node.attribute:
+                return None
+            return _UNARY.get(node.op_type) or _BINARY[node.op_type], {}
         handler = _DEFAULT_DOMAIN.get(node.op_type)
     elif domain == "com.microsoft" and node.op_type == "SimplifiedLayerNormalization":
         handler = _rms_norm
@@ -53,7 +52,7 @@ def translate(node: onnx.NodeProto, opset: int, const: ConstLookup) -> tuple[str
         handler = None
     if handler is None:
         return None
-    return handler(node, attrs, opset, const)
+    return handler(node, attributes(node), opset, const)
 
 
 def _ints(tensor: Tensor | None) -> tuple[int, ...] | None:

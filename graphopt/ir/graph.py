@@ -62,7 +62,7 @@ class Value:
 
 
 class Node:
-    __slots__ = ("_inputs", "attrs", "graph", "meta", "name", "op", "outputs", "source")
+    __slots__ = ("_inputs", "attrs", "graph", "meta", "name", "op", "outputs", "seq", "source")
 
     def __init__(self, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any], name: str):
         self.op = op
@@ -75,6 +75,7 @@ class Node:
         # can write a node no pass has touched exactly as it came in.
         self.source: Any = None
         self.graph: Graph | None = None
+        self.seq = 0  # creation order within the graph, for deterministic iteration
 
     @property
     def inputs(self) -> tuple[Value | None, ...]:
@@ -121,12 +122,11 @@ class Graph:
         return node in self._nodes
 
     def nodes_of(self, ops: str | Iterable[str]) -> list[Node]:
-        """The nodes whose op is one of ``ops``, in graph order."""
+        """The nodes whose op is one of ``ops``, in the order they were created."""
         ops = {ops} if isinstance(ops, str) else set(ops)
         found = [n for op in ops for n in self._by_op.get(op, ())]
         if len(ops) > 1:
-            position = {n: i for i, n in enumerate(self._nodes)}
-            found.sort(key=position.__getitem__)
+            found.sort(key=lambda n: n.seq)
         return found
 
     def is_output(self, value: Value) -> bool:
@@ -187,6 +187,7 @@ class Graph:
             if value is not None and not self._owns(value):
                 raise GraphError(f"node {name or op!r}: input {value.name!r} is not a value of this graph")
         node = Node(op, inputs, attrs or {}, name or f"{op}_{next(self._counter)}")
+        node.seq = next(self._counter)
         if outputs is None or isinstance(outputs, int):
             from .infer import infer_outputs  # the inference table imports this module
 

@@ -2,11 +2,15 @@
 
 from .driver import (
     NearMiss,
+    RewriteBudget,
     RewriteStats,
     apply_rules,
+    count_rewrite,
     erase_dead,
     external_use,
+    may_rewrite,
     replace_value,
+    rewrite_budget,
     rewrite_match,
 )
 from .passes import Pass, rewrite_pass
@@ -21,15 +25,19 @@ __all__ = [
     "NearMiss",
     "NodePattern",
     "Pass",
+    "RewriteBudget",
     "RewriteStats",
     "Rule",
     "Var",
     "apply_rules",
+    "count_rewrite",
     "erase_dead",
     "external_use",
     "match",
+    "may_rewrite",
     "op",
     "replace_value",
+    "rewrite_budget",
     "rewrite_match",
     "rewrite_pass",
 ]

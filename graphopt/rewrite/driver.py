@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from ..ir import Graph, GraphError, Node, Value
@@ -36,6 +38,46 @@ class RewriteStats:
         self.near_misses.extend(m for m in other.near_misses if m not in seen)
 
 
+@dataclass
+class RewriteBudget:
+    """At most ``limit`` rewrites while it is active, and which one was done last.
+
+    Bisection replays a pass up to its n-th rewrite to find the one that changed the outputs; a pass
+    that rewrites outside ``apply_rules`` takes part by asking ``may_rewrite`` and calling
+    ``count_rewrite``.
+    """
+
+    limit: float
+    done: int = 0
+    last: tuple[str, str] | None = None  # (rule, root node) of the latest rewrite
+
+
+_budget: ContextVar[RewriteBudget | None] = ContextVar("rewrite_budget", default=None)
+
+
+@contextlib.contextmanager
+def rewrite_budget(limit: float = float("inf")) -> Iterator[RewriteBudget]:
+    """Limits (and counts) the rewrites done inside the ``with`` block."""
+    budget = RewriteBudget(limit)
+    token = _budget.set(budget)
+    try:
+        yield budget
+    finally:
+        _budget.reset(token)
+
+
+def may_rewrite() -> bool:
+    budget = _budget.get()
+    return budget is None or budget.done < budget.limit
+
+
+def count_rewrite(rule: str, node: str) -> None:
+    budget = _budget.get()
+    if budget is not None:
+        budget.done += 1
+        budget.last = (rule, node)
+
+
 def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
     stats = RewriteStats()
     misses: dict[tuple[str, str], NearMiss] = {}
@@ -54,12 +96,15 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
                 if isinstance(outcome, Fail):
                     misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, outcome.reason)
                     continue
+                if not may_rewrite():
+                    continue
                 try:
                     rewrite_match(graph, rule.name, outcome, rule.replace)
                 except Decline as declined:
                     misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, declined.reason)
                     continue
                 misses.pop((rule.name, node.name), None)
+                count_rewrite(rule.name, node.name)
                 stats.counts[rule.name] += 1
                 changed = True
         if not changed:
@@ -101,11 +146,10 @@ def external_use(graph: Graph, matched: Sequence[Node], root: Node) -> str | Non
 def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[Node]:
     """Runs ``replace`` and swaps its results in for the root's outputs; returns the new nodes."""
     builder = Builder(graph, rule_name, anchor=found.root)
-    constants_before = set(graph.constants)
     try:
         results = replace(builder, found)
     except Decline:
-        _undo(graph, builder.created, constants_before)
+        _undo(graph, builder)
         raise
     root = found.root
     if isinstance(results, dict):
@@ -147,11 +191,11 @@ def replace_value(graph: Graph, old: Value, new: Value, created: Sequence[Node])
         graph.swap_names(old, new)
 
 
-def _undo(graph: Graph, created: Sequence[Node], constants_before: set[str]) -> None:
-    for node in reversed(created):
+def _undo(graph: Graph, builder: Builder) -> None:
+    for node in reversed(builder.created):
         graph.erase(node)
-    for name in set(graph.constants) - constants_before:
-        del graph.constants[name]
+    for value in builder.constants:
+        del graph.constants[value.name]
 
 
 def erase_dead(graph: Graph, nodes: Sequence[Node]) -> None:

@@ -70,6 +70,7 @@ class Builder:
         self.rule = rule
         self.anchor = anchor
         self.created: list[Node] = []
+        self.constants: list[Value] = []
 
     def node(
         self,
@@ -90,6 +91,7 @@ class Builder:
         tensor = array if isinstance(array, Tensor) else Tensor.from_array(array, dtype)
         value = self.graph.add_constant(tensor, name)
         value.meta["rule"] = self.rule
+        self.constants.append(value)
         return value
 
     def __getattr__(self, name: str) -> Callable[..., Value | tuple[Value, ...]]:
