@@ -49,12 +49,14 @@ def run_program(program, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[
     """Runs an ExportedProgram on its user inputs (given by placeholder name)."""
     import torch
 
-    from .frontends.torch_export import user_input_names
+    from .frontends.torch_arrays import to_torch
+    from .frontends.torch_export import call_arguments
 
-    args = [torch.from_numpy(np.ascontiguousarray(feeds[name])) for name in user_input_names(program)]
+    tensors = {name: to_torch(array) for name, array in feeds.items()}
+    args, kwargs = call_arguments(program, tensors)
     with torch.no_grad():
-        outputs = program.module()(*args)
-    flat = list(outputs) if isinstance(outputs, tuple | list) else [outputs]
+        outputs = program.module()(*args, **kwargs)
+    flat = torch.utils._pytree.tree_leaves(outputs)
     names = [f"output_{i}" for i in range(len(flat))]
     return names, [
         o.detach().float().numpy() if o.dtype == torch.bfloat16 else o.detach().numpy() for o in flat
