@@ -106,6 +106,7 @@ class Graph:
         self._reserved: set[str] = set()  # handed out by fresh_name(), not yet carried by a value
         self._output_count: defaultdict[Value, int] = defaultdict(int)
         self._counter = itertools.count()
+        self._ordered = True  # False once an edit may have put a reader before its producer
 
     # ----- reading -------------------------------------------------------------------------------
     @property
@@ -204,6 +205,7 @@ class Graph:
         node.graph = self
         self._nodes[node] = None
         self._by_op[op][node] = None
+        self._ordered = False
         return node
 
     def set_outputs(self, values: Sequence[Value]) -> None:
@@ -221,6 +223,7 @@ class Graph:
             use.node._inputs[use.index] = new
             new.uses.append(use)
         old.uses = []
+        self._ordered = False
         if self.is_output(old):
             self.outputs = [new if v is old else v for v in self.outputs]
             self._output_count[new] += self._output_count.pop(old)
@@ -233,6 +236,7 @@ class Graph:
         node._inputs[index] = value
         if value is not None:
             value.uses.append(Use(node, index))
+        self._ordered = False
 
     def erase(self, node: Node) -> None:
         """Removes a node whose outputs nobody reads."""
@@ -262,6 +266,8 @@ class Graph:
 
     def sort(self) -> None:
         """Orders nodes topologically, keeping the current order wherever it is already valid."""
+        if self._ordered:
+            return
         order: dict[Node, None] = {}
         on_path: set[Node] = set()
         for root in self._nodes:
@@ -286,6 +292,7 @@ class Graph:
                     on_path.discard(node)
                     order[node] = None
         self._nodes = order
+        self._ordered = True
 
     # ----- helpers -------------------------------------------------------------------------------
     def _claim(self, name: str) -> None:

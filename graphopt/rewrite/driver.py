@@ -79,12 +79,20 @@ def count_rewrite(rule: str, node: str) -> None:
 
 
 def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
+    """Applies the rules until none matches. After the first round only the neighbourhood of what the
+    previous round changed is searched again: a match needs a changed node within its pattern's depth."""
     stats = RewriteStats()
     misses: dict[tuple[str, str], NearMiss] = {}
+    depth = max((pattern_depth(rule.root) for rule in rules), default=1)
+    dirty: set[Node] | None = None  # None: every node
     for _ in range(MAX_ROUNDS):
         changed = False
+        touched: list[Node] = []
         for rule in rules:
-            for node in graph.nodes_of(rule.root.ops):
+            candidates = graph.nodes_of(rule.root.ops)
+            if dirty is not None:
+                candidates = [n for n in candidates if n in dirty]
+            for node in candidates:
                 if node not in graph:
                     continue  # erased by an earlier rewrite of this round
                 found = match(rule.root, node)
@@ -99,7 +107,7 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
                 if not may_rewrite():
                     continue
                 try:
-                    rewrite_match(graph, rule.name, outcome, rule.replace)
+                    touched += rewrite_match(graph, rule.name, outcome, rule.replace)
                 except Decline as declined:
                     misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, declined.reason)
                     continue
@@ -109,6 +117,7 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
                 changed = True
         if not changed:
             break
+        dirty = _downstream([n for n in touched if n in graph], depth)
     else:
         raise GraphError(
             f"rules {[r.name for r in rules]} did not reach a fixed point in {MAX_ROUNDS} rounds"
@@ -118,6 +127,22 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
     live = {n.name for n in graph}
     stats.near_misses = [m for m in misses.values() if m.node in live]
     return stats
+
+
+def pattern_depth(pattern) -> int:
+    inputs = getattr(pattern, "inputs", ())
+    return 1 + max((pattern_depth(p) for p in inputs), default=0)
+
+
+def _downstream(nodes: list[Node], depth: int) -> set[Node]:
+    """The nodes within ``depth`` reads of ``nodes`` (themselves included): where new matches can root."""
+    found = set(nodes)
+    frontier = list(nodes)
+    for _ in range(depth):
+        frontier = [use.node for node in frontier for value in node.outputs for use in value.uses]
+        frontier = [n for n in frontier if n not in found]
+        found.update(frontier)
+    return found
 
 
 def _qualify(graph: Graph, rule: Rule, found: Match) -> Match | Fail | None:
@@ -144,7 +169,8 @@ def external_use(graph: Graph, matched: Sequence[Node], root: Node) -> str | Non
 
 
 def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[Node]:
-    """Runs ``replace`` and swaps its results in for the root's outputs; returns the new nodes."""
+    """Runs ``replace`` and swaps its results in for what it replaces; returns the nodes it changed:
+    the new ones and those that now read a replacement."""
     builder = Builder(graph, rule_name, anchor=found.root)
     try:
         results = replace(builder, found)
@@ -155,25 +181,23 @@ def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[N
     if isinstance(results, dict):
         # Besides the root's outputs, the rule replaces other matched values (a fused op that also
         # returns an intermediate, such as the residual sum that later layers read).
-        for old, new in results.items():
-            replace_value(graph, old, new, builder.created)
-        for old in root.outputs:
-            if old not in results and graph.is_used(old):
-                raise GraphError(f"rule {rule_name} dropped {old.name!r}, which is still read")
-        erase_dead(graph, found.matched)
-        return builder.created
-    results = [results] if isinstance(results, Value) else list(results)
-    if len(results) > len(root.outputs):
-        raise GraphError(f"rule {rule_name} returned {len(results)} values for {len(root.outputs)} outputs")
-    results += [None] * (len(root.outputs) - len(results))
-    for old, new in zip(root.outputs, results, strict=True):
-        if new is None:
-            if graph.is_used(old):
-                raise GraphError(f"rule {rule_name} dropped {old.name!r}, which is still read")
-            continue
+        pairs = list(results.items())
+    else:
+        results = [results] if isinstance(results, Value) else list(results)
+        if len(results) > len(root.outputs):
+            raise GraphError(
+                f"rule {rule_name} returned {len(results)} values for {len(root.outputs)} outputs"
+            )
+        pairs = [(old, new) for old, new in zip(root.outputs, results, strict=False) if new is not None]
+    replaced = {old for old, _ in pairs}
+    for old in root.outputs:
+        if old not in replaced and graph.is_used(old):
+            raise GraphError(f"rule {rule_name} dropped {old.name!r}, which is still read")
+    for old, new in pairs:
         replace_value(graph, old, new, builder.created)
     erase_dead(graph, found.matched)
-    return builder.created
+    readers = [use.node for _, new in pairs for use in new.uses]
+    return [*builder.created, *readers]
 
 
 def replace_value(graph: Graph, old: Value, new: Value, created: Sequence[Node]) -> None:
