@@ -23,8 +23,8 @@ import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import graphopt  # noqa: E402
-from bench.synthetic import make_synthetic  # noqa: E402
+import graphopt
+from bench.synthetic import make_synthetic
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -91,7 +91,8 @@ def main() -> None:
         f"{record['date']}, {record['machine']}, load average {record['load_average']:.1f} at the end; "
         f"median of {args.repeat} runs. `python bench/bench_pipeline.py`",
         "",
-        "| nodes | graphopt s | µs/node | load / passes / build / write s | nodes after | onnxslim s | onnxslim nodes after |",
+        "| nodes | graphopt s | µs/node | load / passes / build / write s | nodes after "
+        "| onnxslim s | onnxslim nodes after |",
         "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
