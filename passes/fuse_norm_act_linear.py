@@ -3,7 +3,9 @@
 When the linear layer has few outputs (the seed: D → 1), the matmul moves almost no data of its own;
 computing it in the norm kernel's epilogue, while the normalized row is still in registers, saves a
 full write and read of the activation tensor and two launches. Wider layers stay with the matmul
-library: ``MAX_OUT_FEATURES`` is the width up to which the fused kernel wins (bench/bench_kernels.py).
+library: ``MAX_OUT_FEATURES`` is the width up to which the fused kernel wins, per storage dtype
+(measured by bench/bench_kernels.py on an H100, rows=16384, D=256: bench/results/kernels.md; float32
+fused beats norm kernel + cuBLAS through K=16 and loses at K=64; bfloat16 wins at K=4, loses at K=16).
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ import inspect
 
 import numpy as np
 
-from graphopt.ir import Node, Op, constant_of
+from graphopt.ir import DType, Node, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 
 from .fuse_norm_act import ACTS, activation_of
 
-MAX_OUT_FEATURES = 32
+MAX_OUT_FEATURES = {DType.FLOAT32: 32, DType.FLOAT16: 4, DType.BFLOAT16: 4}
 
 
 def linear_pattern(h, w):
@@ -57,9 +59,10 @@ def _check(match, linear: Node):
     weight_kd = array if linear.op == Op.LINEAR else array.T
     if weight_kd.shape[1] != x.shape[-1]:
         return Fail(f"weight {match['w'].name!r} does not match the normalized dim {x.shape[-1]}")
-    if weight_kd.shape[0] > MAX_OUT_FEATURES:
+    limit = MAX_OUT_FEATURES.get(x.dtype, 0)
+    if weight_kd.shape[0] > limit:
         return Fail(
-            f"{weight_kd.shape[0]} output features; above {MAX_OUT_FEATURES} the matmul library is faster"
+            f"{weight_kd.shape[0]} output features; above {limit} ({x.dtype}) the matmul library is faster"
         )
     bias = _bias(match, linear, weight_kd.shape[0])
     if isinstance(bias, Fail):
@@ -127,7 +130,7 @@ _FORMS = (("linear", linear_pattern), ("matmul_bias", matmul_bias_pattern), ("ma
 
 PASS = rewrite_pass(
     "fuse_norm_act_linear",
-    f"Fuse NormAct + a linear layer of <= {MAX_OUT_FEATURES} outputs (+ bias, activation) into one kernel.",
+    "Fuse NormAct + a narrow linear layer (few outputs; + bias, activation) into one kernel.",
     [
         *(
             Rule(f"fuse_norm_act_{name}_act", _with_activation(p), replace_activated, check_activated)
