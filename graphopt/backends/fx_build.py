@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 from torch.fx.node import map_aggregate
@@ -116,7 +117,9 @@ class FxBuilder:
         kwargs = kwargs or {}
         node = self.fx.create_node("call_function", target, tuple(args), kwargs, name=_clean(name))
         fake_args, fake_kwargs = map_aggregate((node.args, node.kwargs), _fake)
-        with self.fake_mode:
+        # The Python dispatcher runs composite ops (matmul, linear) through their Python decompositions,
+        # which understand symbolic sizes; torch 2.11's C++ kernels for them do not.
+        with self.fake_mode, enable_python_dispatcher():
             node.meta["val"] = target(*fake_args, **fake_kwargs)
         if self.rule:
             node.meta["graphopt_rule"] = self.rule
