@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import io
+from .checking import Inputs, Reference, prepare_feeds
 from .errors import BadInput, VerificationError
 from .ir import op_counts
-from .numeric import Tolerance, compare, input_specs, random_inputs
+from .numeric import Tolerance
 from .pipeline import run_passes, select_passes
 from .report import Report
+from .rewrite import Pass
 from .traffic import estimate_traffic
 
 
@@ -32,16 +34,20 @@ def optimize(
     force: bool = False,
     seed: int = 0,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
-    tolerances: Mapping[Any, Tolerance] | None = None,
+    inputs: Inputs | None = None,
+    tolerances: Mapping[Any, Tolerance | tuple[float, float]] | None = None,
+    bisect: bool = True,
     check_each_pass: bool = False,
     on_pass: Callable[[int, int, str], None] | None = None,
 ) -> Optimized:
     """Optimizes a model: a path (.onnx or .pt2), an onnx.ModelProto or a torch.export.ExportedProgram.
 
     Returns the optimized model (same kind as the input) and a report. With ``verify`` (the default)
-    the original and optimized models run on the same random inputs and a mismatch raises
-    VerificationError unless ``force``. With ``output`` the result is written there atomically; the
-    input is never overwritten.
+    the original and optimized models run on the same inputs (``inputs``: arrays by input name or a
+    .npz file; else random ones, seeded, with ``input_shapes`` for symbolic dims) and are compared
+    with per-dtype ``tolerances`` (rtol, atol). A mismatch is bisected to the rule and node that caused
+    it (unless not ``bisect``) and raises VerificationError unless ``force``. With ``output`` the
+    result is written there atomically; the input is never overwritten.
     """
     passes = select_passes(only, skip)
     seconds: dict[str, float] = {}
@@ -50,6 +56,8 @@ def optimize(
     if output is not None and source.path is not None and Path(output).resolve() == source.path.resolve():
         raise BadInput(f"refusing to overwrite the input {source.path}; choose another output path")
     graph = source.graph
+    # Bad inputs for the check are found before any work is done.
+    feeds = prepare_feeds(graph, inputs=inputs, seed=seed, input_shapes=input_shapes) if verify else None
     seconds["load"] = time.perf_counter() - start
     ops_before, traffic_before = op_counts(graph), estimate_traffic(graph)
 
@@ -72,14 +80,16 @@ def optimize(
     )
     if verify:
         start = time.perf_counter()
-        report.verification = check_outputs(
-            source, optimized, seed=seed, input_shapes=input_shapes, tolerances=tolerances
-        )
+        report.verification = _verify(model, source, optimized, passes, feeds, seed, tolerances, bisect)
         seconds["verify"] = time.perf_counter() - start
-        if not report.verification["ok"] and not force:
-            raise VerificationError(
-                f"the optimized model computes different outputs: {report.verification['summary']}"
-            )
+        if not report.verification["ok"]:
+            message = f"the optimized model computes different outputs: {report.verification['summary']}"
+            culprit = report.verification.get("culprit")
+            if culprit is not None:
+                message += f"; first wrong rewrite: {culprit['description']}"
+            if not force:
+                raise VerificationError(message, report)
+            report.notes.append(f"{message} (written anyway: --force)")
     if output is not None:
         start = time.perf_counter()
         report.output = str(io.write(optimized, output, source))
@@ -87,26 +97,32 @@ def optimize(
     return Optimized(optimized, report)
 
 
-def check_outputs(
-    source: io.Source, optimized: Any, *, seed: int = 0, input_shapes=None, tolerances=None
-) -> dict[str, Any]:
-    """Runs the original and the optimized model on the same random inputs and compares the outputs."""
-    from .runners import run_onnx, run_program
+def _verify(model, source, optimized, passes: Sequence[Pass], feeds, seed, tolerances, bisect):
+    reference = Reference.of(source, feeds, tolerances)
+    verdict = reference.check(optimized)
+    verdict["inputs"] = reference.describe_inputs()
+    verdict["seed"] = seed
+    if not verdict["ok"] and bisect:
+        from .bisect import bisect as find_culprit
 
-    graph = source.graph
-    try:
-        specs = input_specs(graph, input_shapes)
-    except ValueError as error:
-        raise BadInput(str(error)) from None
-    feeds = random_inputs(specs, seed)
-    base = source.path.parent if source.path is not None else graph.meta.get("base_dir")
-    if source.frontend == "onnx":
-        names, expected = run_onnx(source.original, feeds, base)
-        _, actual = run_onnx(optimized, feeds, base)
-    else:
-        names, expected = run_program(source.original, feeds)
-        _, actual = run_program(optimized, feeds)
-    verdict = compare(expected, actual, names, tolerances)
-    verdict["inputs"] = {name: {"dtype": str(d), "shape": list(s)} for name, (d, s) in specs.items()}
+        del optimized  # (the caller's reference keeps it; a bisection holds one candidate at a time)
+        culprit = find_culprit(model, passes, reference)
+        verdict["culprit"] = None if culprit is None else culprit.to_json()
+    return verdict
+
+
+def check_outputs(
+    source: io.Source,
+    optimized: Any,
+    *,
+    seed: int = 0,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    inputs: Inputs | None = None,
+    tolerances: Mapping[Any, Tolerance | tuple[float, float]] | None = None,
+) -> dict[str, Any]:
+    """Runs the original and the optimized model on the same inputs and compares the outputs."""
+    feeds = prepare_feeds(source.graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
+    verdict = Reference.of(source, feeds, tolerances).check(optimized)
+    verdict["inputs"] = {name: {"dtype": str(a.dtype), "shape": list(a.shape)} for name, a in feeds.items()}
     verdict["seed"] = seed
     return verdict

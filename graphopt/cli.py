@@ -14,6 +14,7 @@ from rich.console import Console
 
 from . import __version__
 from .errors import BadInput, VerificationError
+from .verify_command import verify
 
 app = typer.Typer(
     add_completion=False,
@@ -66,6 +67,18 @@ def _shapes(values: list[str] | None) -> dict[str, list[int]]:
     return shapes
 
 
+def _tolerances(values: list[str] | None) -> dict:
+    from .numeric import parse_tolerance
+
+    tolerances = {}
+    for value in values or []:
+        try:
+            tolerances.update(parse_tolerance(value))
+        except ValueError as error:
+            raise BadInput(f"--{error}") from None
+    return tolerances
+
+
 @app.command()
 def optimize(
     model: Annotated[Path, typer.Argument(help="The model: .onnx or .pt2.", show_default=False)],
@@ -94,6 +107,18 @@ def optimize(
         list[str] | None,
         typer.Option("--input-shape", help="NAME:1x3x224x224, for inputs with symbolic dims."),
     ] = None,
+    inputs: Annotated[
+        Path | None,
+        typer.Option(
+            "--inputs", help="Real inputs for the check: a .npz file with one array per input name."
+        ),
+    ] = None,
+    tolerance: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tolerance", help="[DTYPE=]RTOL,ATOL for the check, e.g. float16=1e-2,1e-3 (repeatable)."
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
 ) -> None:
     """Optimize MODEL and write the result beside it (never over it)."""
@@ -102,18 +127,26 @@ def optimize(
 
     def work():
         target = None if dry_run else (output or default_output(model))
-        with _progress(quiet) as on_pass:
-            return run_optimize(
-                model,
-                output=target,
-                only=_names(only),
-                skip=_names(skip),
-                verify=not no_verify,
-                force=force,
-                seed=seed,
-                input_shapes=_shapes(input_shape),
-                on_pass=on_pass,
-            )
+        try:
+            with _progress(quiet) as on_pass:
+                return run_optimize(
+                    model,
+                    output=target,
+                    only=_names(only),
+                    skip=_names(skip),
+                    verify=not no_verify,
+                    force=force,
+                    seed=seed,
+                    input_shapes=_shapes(input_shape),
+                    inputs=inputs,
+                    tolerances=_tolerances(tolerance),
+                    on_pass=on_pass,
+                )
+        except VerificationError as error:
+            # The report says which rewrite broke the outputs; it is written even though the model is not.
+            if report_json is not None and error.report is not None:
+                _write_json(report_json, error.report.to_json())
+            raise
 
     result = _guarded(work)
     if report_json is not None:
@@ -124,6 +157,9 @@ def optimize(
         render(result.report, out)
         if dry_run:
             out.print("dry run: nothing written")
+
+
+app.command("verify")(verify)
 
 
 @app.command()

@@ -11,4 +11,11 @@ class BadInput(Exception):
 
 
 class VerificationError(Exception):
-    """The optimized model does not compute the same function as the original."""
+    """The optimized model does not compute the same function as the original.
+
+    ``report`` is the optimization's report (with the numeric check and the culprit), when there is one.
+    """
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report

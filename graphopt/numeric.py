@@ -13,6 +13,9 @@ from .ir import DType, Graph
 
 # Symbolic dims get this size unless the caller says otherwise.
 DEFAULT_DIM = 2
+# Random inputs larger than this in all are refused: a model that asks for them has absurd dims
+# (a damaged file), or needs --input-shape.
+MAX_INPUT_BYTES = 2 << 30
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,47 @@ DEFAULT_TOLERANCES: dict[DType, Tolerance] = {
     DType.FLOAT16: Tolerance(1e-2, 1e-2),
     DType.BFLOAT16: Tolerance(2e-2, 2e-2),
 }
+FLOAT_DTYPES = tuple(DEFAULT_TOLERANCES)
+TOLERANCE_SYNTAX = (
+    "expected [DTYPE=]RTOL,ATOL, e.g. float16=1e-2,1e-3 (DTYPE: float64, float32, float16, bfloat16)"
+)
+
+
+def parse_tolerance(text: str) -> dict[DType, Tolerance]:
+    """``float16=1e-2,1e-3`` sets one dtype's tolerance; ``1e-3,1e-5`` sets every float dtype's."""
+    name, _, numbers = text.rpartition("=")
+    try:
+        rtol, atol = (float(part) for part in numbers.split(","))
+    except ValueError:
+        raise ValueError(f"tolerance {text!r}: {TOLERANCE_SYNTAX}") from None
+    if not (rtol >= 0 and atol >= 0):  # (also refuses NaN)
+        raise ValueError(f"tolerance {text!r}: RTOL and ATOL must be non-negative numbers")
+    if not name:
+        return dict.fromkeys(FLOAT_DTYPES, Tolerance(rtol, atol))
+    return {_float_dtype(name, text): Tolerance(rtol, atol)}
+
+
+def resolve_tolerances(tolerances: Mapping[Any, Any] | None) -> dict[DType, Tolerance]:
+    """The default tolerances with the caller's on top; keys may be DTypes, names or NumPy dtypes,
+    values Tolerances or (rtol, atol) pairs."""
+    resolved = dict(DEFAULT_TOLERANCES)
+    for key, value in (tolerances or {}).items():
+        resolved[_float_dtype(key, key)] = (
+            value if isinstance(value, Tolerance) else Tolerance(*map(float, value))
+        )
+    return resolved
+
+
+def _float_dtype(key: Any, where: Any) -> DType:
+    """The float DType a tolerance key names: a DType, its name, or a NumPy dtype."""
+    if isinstance(key, DType):
+        dtype = key
+    else:
+        name = key if isinstance(key, str) else np.dtype(key).name
+        dtype = DType.__members__.get(name.strip().upper())
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"tolerance {where!r}: {key!r} is not a float dtype; {TOLERANCE_SYNTAX}")
+    return dtype
 
 
 def input_specs(
@@ -53,7 +97,16 @@ def input_specs(
             )
         if value.dtype is None:
             raise ValueError(f"input {value.name!r} has no known element type")
+        if any(d < 0 for d in shape):
+            raise ValueError(f"input {value.name!r} has a negative dim {list(shape)}; expected sizes >= 0")
         specs[value.name] = (value.dtype, shape)
+    total = sum(int(np.prod(shape, dtype=np.float64)) * dtype.itemsize for dtype, shape in specs.values())
+    if total > MAX_INPUT_BYTES:
+        described = ", ".join(f"{name}: {list(shape)}" for name, (_, shape) in specs.items())
+        raise ValueError(
+            f"random inputs of {total / 2**30:.1f} GiB ({described}) are too large for the numeric check; "
+            "give smaller ones with --input-shape or real ones with --inputs"
+        )
     return specs
 
 
@@ -78,7 +131,10 @@ def compare(
     tolerances: Mapping[DType, Tolerance] | None = None,
 ) -> dict[str, Any]:
     """Elementwise comparison of two lists of outputs; returns a JSON-ready verdict."""
-    tolerances = {**DEFAULT_TOLERANCES, **(tolerances or {})}
+    tolerances = resolve_tolerances(tolerances)
+    if len(expected) != len(actual):
+        why = f"expected {len(expected)} output(s), got {len(actual)}"
+        return {"ok": False, "summary": why, "outputs": []}
     results = [
         _compare_one(name, np.asarray(w), np.asarray(g), tolerances)
         for name, w, g in zip(names, expected, actual, strict=True)
@@ -110,8 +166,11 @@ def _compare_one(name: str, want: np.ndarray, got: np.ndarray, tolerances) -> di
     special_ok = np.array_equal(np.isnan(w), np.isnan(g)) and np.array_equal(np.isinf(w), np.isinf(g))
     special_ok = special_ok and np.array_equal(w[np.isinf(w)], g[np.isinf(g)])
     diff = np.abs(w - g)[finite]
+    scale = np.abs(w[finite])
     max_abs = float(diff.max()) if diff.size else 0.0
-    within = bool(np.all(diff <= tol.atol + tol.rtol * np.abs(w[finite])))
+    nonzero = scale > 0
+    max_rel = float((diff[nonzero] / scale[nonzero]).max()) if nonzero.any() else 0.0
+    within = bool(np.all(diff <= tol.atol + tol.rtol * scale))
     ok = within and special_ok
     why = (
         ""
@@ -122,4 +181,12 @@ def _compare_one(name: str, want: np.ndarray, got: np.ndarray, tolerances) -> di
             else f"max abs error {max_abs:.3g} beyond rtol={tol.rtol}, atol={tol.atol}"
         )
     )
-    return {**entry, "ok": ok, "max_abs": max_abs, "rtol": tol.rtol, "atol": tol.atol, "why": why}
+    return {
+        **entry,
+        "ok": ok,
+        "max_abs": max_abs,
+        "max_rel": max_rel,
+        "rtol": tol.rtol,
+        "atol": tol.atol,
+        "why": why,
+    }

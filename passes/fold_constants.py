@@ -14,7 +14,7 @@ import numpy as np
 
 from graphopt.ir import Graph, Op, Tensor, constant_of, infer_outputs
 from graphopt.ir.evaluate import can_evaluate, evaluate
-from graphopt.rewrite import Pass, RewriteStats
+from graphopt.rewrite import Pass, RewriteStats, count_rewrite, may_rewrite
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +33,13 @@ def run(graph: Graph) -> RewriteStats:
         arrays = _static_inputs(node)
         if arrays is None:
             continue
-        out_bytes = sum(_bytes(v) for v in node.outputs)
+        sizes = [_bytes(v) for v in node.outputs]
+        out_bytes = None if None in sizes else sum(sizes)  # an output of unknown size stays computed
         in_bytes = sum(constant_of(v).nbytes for v in inputs if constant_of(v) is not None)
         if out_bytes is None or out_bytes > max(in_bytes, GROWTH_LIMIT):
             continue
+        if not may_rewrite():
+            break
         try:
             if node.source is not None and evaluate_opaque is not None:
                 results = evaluate_opaque(node, arrays)
@@ -55,6 +58,7 @@ def run(graph: Graph) -> RewriteStats:
                     Tensor.from_array(np.asarray(array), value.dtype), f"{value.name}_folded"
                 )
                 graph.replace_all_uses(value, constant)
+        count_rewrite("fold_constant", node.name)
         stats.counts["fold_constant"] += 1
     graph.remove_dead(keep_constants=True)
     if stats.counts:
