@@ -29,10 +29,11 @@ from .rewrite import NearMiss, Pass
 
 PIPELINE: tuple[Pass, ...] = (
     remove_identity.PASS,
+    # Before constant folding, which would turn a weight's transpose into a plain constant.
+    recognize_linear.PASS,
     fold_constants.PASS,
     fold_shape_inputs.PASS,
     normalize_axes.PASS,
-    recognize_linear.PASS,
     recognize_stack.PASS,
     recognize_activations.PASS,
     recognize_norms.PASS,
