@@ -1,0 +1,1 @@
+"""``graphopt bench``: the original and the optimized model, side by side, in every runtime at hand."""
