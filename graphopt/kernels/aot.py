@@ -15,6 +15,7 @@ for them; arch-specific PTX is not forward-compatible, so it is not kept.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import sys
@@ -22,6 +23,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 PTX_ARCH = 80  # the capability whose PTX is embedded
 DEFAULT_ARCHS = (80, 86, 89, 90)
@@ -130,7 +133,7 @@ def compile_variant(index: int, archs: tuple[int, ...]) -> Compiled:
     return result
 
 
-def build(out: Path, archs: tuple[int, ...], jobs: int, only: str = "", log=print) -> Path:
+def build(out: Path, archs: tuple[int, ...], jobs: int, only: str = "") -> Path:
     _quiet_environment()
     import triton
 
@@ -142,7 +145,9 @@ def build(out: Path, archs: tuple[int, ...], jobs: int, only: str = "", log=prin
     selected = [(i, v) for i, v in enumerate(all_variants()) if only in v.key]
     if not selected:
         raise ValueError(f"no variant matches {only!r}")
-    log(f"graphopt AOT: {len(selected)} variants x sm_{', sm_'.join(map(str, archs))} + PTX, {jobs} jobs")
+    log.info(
+        "graphopt AOT: %d variants x sm_%s + PTX, %d jobs", len(selected), ", sm_".join(map(str, archs)), jobs
+    )
     start = time.perf_counter()
     results: list[Compiled] = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -150,7 +155,7 @@ def build(out: Path, archs: tuple[int, ...], jobs: int, only: str = "", log=prin
         for done, future in enumerate(futures, 1):
             result = future.result()
             results.append(result)
-            log(f"  [{done}/{len(selected)}] {result.key} ({result.seconds:.1f} s)")
+            log.info("  [%d/%d] %s (%.1f s)", done, len(selected), result.key, result.seconds)
     out.mkdir(parents=True, exist_ok=True)
     target = out / "kernel_images.cc"
     tmp = target.with_suffix(".cc.tmp")
@@ -158,7 +163,7 @@ def build(out: Path, archs: tuple[int, ...], jobs: int, only: str = "", log=prin
     tmp.write_text(aot_codegen.render(pairs, triton.__version__))
     tmp.replace(target)
     size = sum(len(img.data) for r in results for img in r.images)
-    log(f"wrote {target}: {size / 2**20:.1f} MiB of images in {time.perf_counter() - start:.1f} s")
+    log.info("wrote %s: %.1f MiB of images in %.1f s", target, size / 2**20, time.perf_counter() - start)
     return target
 
 
@@ -182,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         help="compile only variants whose key contains this (quick checks: partial table)",
     )
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     try:
         build(args.out, args.archs, max(1, args.jobs), args.only)
     except ImportError as exc:

@@ -3,8 +3,8 @@
 The rule is data, not code, so that the ahead-of-time table (``graphopt.kernels.aot``) can carry
 it to C++ verbatim: each kernel lists its tiers in order, and a launch takes the first tier whose
 ``max_cols`` admits the row length and whose alignment requirement the arguments meet. Rows only
-set the grid. Python launchers and the C++ launcher apply this same rule, so a shape always runs
-the same compiled variant whichever runtime launches it.
+set the grid. Python launchers and the C++ launcher apply this same rule, so a shape runs the same
+variant whichever runtime launches it (C++ also requires aligned addresses: see ``is_aligned``).
 
 This module imports neither torch nor a GPU driver: the AOT build runs without either.
 """
@@ -28,7 +28,7 @@ class Tier:
     """One compiled block shape. ``looped`` walks each row in chunks of ``block_n`` elements."""
 
     max_cols: int  # largest row length this tier serves
-    block_m: int  # rows per program
+    block_m: int  # rows per block
     block_n: int  # row elements per block (the whole row unless looped)
     num_warps: int
     looped: bool = False

@@ -21,7 +21,13 @@ from graphopt.kernels.launch_rules import (
     row_tiers,
 )
 from graphopt.kernels.norm_act import dtype_name
-from graphopt.kernels.row_norm import block_stats, chunk_stats_update, finish_stats, normalize_activate
+from graphopt.kernels.row_norm import (
+    block_stats,
+    chunk_stats_update,
+    finish_stats,
+    load_affine,
+    normalize_activate,
+)
 
 # Output columns accumulated together on the looped path (rows longer than one block).
 LOOP_BLOCK_K = tl.constexpr(16)
@@ -51,7 +57,8 @@ def norm_act_linear_kernel(
         mask = row_ok[:, None] & col_ok[None, :]
         x = tl.load(X + x_row + offs, mask=mask, other=0.0).to(tl.float32)
         shift, rstd = block_stats(x, mask, cols, norm, eps)
-        h = normalize_activate(x, shift, rstd, W, B, offs, col_ok, activation, has_scale, has_bias)
+        scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
+        h = normalize_activate(x, shift, rstd, scale, bias, activation, has_scale, has_bias)
         h = tl.where(mask, h, 0.0)
         # One output column at a time: the weight row comes from L1/L2, the product never
         # leaves registers, and a narrow K keeps this loop short.
@@ -79,7 +86,8 @@ def norm_act_linear_kernel(
                 col_ok = idx < cols
                 mask = row_ok[:, None] & col_ok[None, :]
                 x = tl.load(X + x_row + idx, mask=mask, other=0.0).to(tl.float32)
-                h = normalize_activate(x, mean, rstd, W, B, idx, col_ok, activation, has_scale, has_bias)
+                scale, bias = load_affine(W, B, idx, col_ok, has_scale, has_bias)
+                h = normalize_activate(x, mean, rstd, scale, bias, activation, has_scale, has_bias)
                 h = tl.where(mask, h, 0.0)
                 for j in range(0, k_count):
                     w = tl.load(WL + (k0 + j) * cols + idx, mask=col_ok, other=0.0).to(tl.float32)
@@ -93,9 +101,9 @@ def norm_act_linear_kernel(
             tl.store(Y + y_row[:, None] + k0 + kk[None, :], acc.to(Y.dtype.element_ty), mask=out_mask)
 
 
-# (block_n, block_m, num_warps), measured on an H100. Short rows take a few rows per program:
-# the seed shape (D=256, K=1) reads 16 MiB and writes almost nothing, so it lives on many small
-# programs in flight.
+# (block_n, block_m, num_warps), measured on an H100 at 256 (other lengths follow NormAct). Short
+# rows take a few rows per program: the seed shape (D=256, K=1) reads 16 MiB and writes almost
+# nothing, so it lives on many small programs in flight.
 _ROW_SHAPES = {
     4: ((128, 4, 1), (256, 2, 1), (512, 2, 2), (1024, 2, 4), (2048, 1, 4),
         (4096, 1, 8), (8192, 1, 16)),

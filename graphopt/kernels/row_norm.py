@@ -44,11 +44,24 @@ def finish_stats(m2, cols, eps):
 
 
 @triton.jit
-def normalize_activate(x, shift, rstd, W, B, idx, col_ok, activation, has_scale, has_bias):
-    """act((x - shift) * rstd * scale + bias) in fp32; ``idx`` are the tile's column indices."""
+def load_affine(W, B, idx, col_ok, has_scale, has_bias):
+    """Scale and bias of the columns ``idx`` as fp32 (1 and 0 where absent), loaded once per
+    program so that a program handling several row blocks reuses them from registers."""
+    scale = tl.full(idx.shape, 1.0, tl.float32)
+    bias = tl.zeros(idx.shape, tl.float32)
+    if has_scale:
+        scale = tl.load(W + idx, mask=col_ok, other=0.0).to(tl.float32)
+    if has_bias:
+        bias = tl.load(B + idx, mask=col_ok, other=0.0).to(tl.float32)
+    return scale, bias
+
+
+@triton.jit
+def normalize_activate(x, shift, rstd, scale, bias, activation, has_scale, has_bias):
+    """act((x - shift) * rstd * scale + bias) in fp32."""
     y = (x - shift[:, None]) * rstd[:, None]
     if has_scale:
-        y = y * tl.load(W + idx, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+        y = y * scale[None, :]
     if has_bias:
-        y = y + tl.load(B + idx, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+        y = y + bias[None, :]
     return apply_activation(y, activation)

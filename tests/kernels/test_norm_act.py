@@ -90,9 +90,9 @@ def test_shapes_and_paths(rows, cols, expect):
     assert config.tier.name.endswith(expect)
 
 
-def test_several_blocks_per_program_in_half_precision():
+def test_several_blocks_per_program_with_strided_rows():
     config = run_norm_act(
-        13, 1024, torch.bfloat16, norm=Norm.RMS, act=Activation.SILU, residual=True, x_stride=1040
+        13, 128, torch.float32, norm=Norm.RMS, act=Activation.SILU, residual=True, x_stride=144
     )
     assert config.tier.iters > 1
 

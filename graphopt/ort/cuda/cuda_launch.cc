@@ -75,12 +75,21 @@ class Launch {
     if (grid > std::numeric_limits<int32_t>::max()) return std::string(kPrefix) + "too many rows";
     // Triton appends global and profile scratch pointers; both are null unless a kernel needs them.
     std::vector<CUdeviceptr> scratch(variant_.hidden_args, 0);
+    auto release = [&] {
+      for (CUdeviceptr p : scratch) {
+        if (p != 0) api.MemFreeAsync(p, stream);  // stream-ordered: after the kernel has run
+      }
+    };
     const int64_t sizes[2] = {variant_.global_scratch_size, variant_.profile_scratch_size};
     for (int32_t i = 0; i < variant_.hidden_args && i < 2; ++i) {
       if (sizes[i] == 0) continue;
-      if (api.MemAllocAsync == nullptr) return std::string(kPrefix) + "scratch memory needs CUDA 11.2 or newer";
+      if (api.MemAllocAsync == nullptr || api.MemFreeAsync == nullptr) {
+        release();
+        return std::string(kPrefix) + "scratch memory needs CUDA 11.2 or newer";
+      }
       if (CUresult r = api.MemAllocAsync(&scratch[i], static_cast<size_t>(sizes[i] * grid), stream);
           r != CUDA_SUCCESS) {
+        release();
         return kPrefix + api.Describe("cuMemAllocAsync", r);
       }
     }
@@ -88,9 +97,7 @@ class Launch {
     const unsigned threads = 32u * static_cast<unsigned>(variant_.num_warps);
     CUresult r = api.LaunchKernel(kernel.function, static_cast<unsigned>(grid), 1, 1, threads, 1, 1,
                                   static_cast<unsigned>(kernel.shared_bytes), stream, args_.data(), nullptr);
-    for (CUdeviceptr p : scratch) {
-      if (p != 0) api.MemFreeAsync(p, stream);
-    }
+    release();
     if (r != CUDA_SUCCESS) return kPrefix + api.Describe(variant_.key, r);
     return "";
   }

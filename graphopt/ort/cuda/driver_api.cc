@@ -27,7 +27,8 @@ bool Resolve(void* lib, const char* symbol, Fn* out, std::string* error) {
 Loaded Load() {
   Loaded loaded;
   std::string& error = loaded.error;
-  // RTLD_LOCAL: the process's own CUDA users (ONNX Runtime, torch) keep their view of libcuda.
+  // RTLD_LOCAL keeps libcuda's symbols out of the global namespace; a libcuda the process already
+  // loaded (ONNX Runtime's, torch's) is the same library, so contexts and streams are shared.
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* why = dlerror();
