@@ -171,7 +171,10 @@ def launch_norm_act(
     tier = config.tier
     wrap(norm_act_kernel)[config.grid](
         x2d, residual2d if has_residual else x2d, scale if scale is not None else x2d,
-        bias if bias is not None else x2d, y, residual_sum if has_residual else y,
+        bias if bias is not None else x2d, y,
+        # Never ``y`` as the unused sum: traced by torch.compile, two outputs that alias are copied
+        # apart, and the unwritten copy would be written back over ``y``.
+        residual_sum if has_residual else y.new_empty(1),
         rows, cols, strides[0], strides[1],
         float(eps), int(norm), int(activation),
         int(scale is not None), int(bias is not None), int(has_residual),

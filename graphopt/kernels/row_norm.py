@@ -18,7 +18,8 @@ def block_stats(x, mask, cols, norm, eps):
     """(shift, rstd) of whole rows held in one tile; the variance is biased, as the norms define."""
     shift = tl.where(norm == LAYER, tl.sum(x, axis=1) / cols, 0.0)
     centered = tl.where(mask, x - shift[:, None], 0.0)
-    rstd = 1.0 / tl.sqrt_rn(tl.sum(centered * centered, axis=1) / cols + eps)
+    # Inductor passes a Python float as fp64; the statistics are fp32 throughout.
+    rstd = 1.0 / tl.sqrt_rn(tl.sum(centered * centered, axis=1) / cols + tl.cast(eps, tl.float32))
     return shift, rstd
 
 
@@ -40,7 +41,7 @@ def chunk_stats_update(x, mask, start, cols, norm, mean, m2, BLOCK_N: tl.constex
 
 @triton.jit
 def finish_stats(m2, cols, eps):
-    return 1.0 / tl.sqrt_rn(m2 / cols + eps)
+    return 1.0 / tl.sqrt_rn(m2 / cols + tl.cast(eps, tl.float32))
 
 
 @triton.jit
