@@ -10,6 +10,7 @@ from graphopt.passes import (
     batch_parallel_chains,
     batch_split_chains,
     collapse_reshapes,
+    drop_noop_casts,
     fold_constants,
     fold_shape_inputs,
     fuse_norm_act,
@@ -29,6 +30,7 @@ from .rewrite import NearMiss, Pass
 
 PIPELINE: tuple[Pass, ...] = (
     remove_identity.PASS,
+    drop_noop_casts.PASS,
     # Before constant folding, which would turn a weight's transpose into a plain constant.
     recognize_linear.PASS,
     fold_constants.PASS,
