@@ -14,6 +14,7 @@ from rich.console import Console
 
 from . import __version__
 from .errors import BadInput, VerificationError
+from .show import show
 from .verify_command import verify
 
 app = typer.Typer(
@@ -160,6 +161,7 @@ def optimize(
 
 
 app.command("verify")(verify)
+app.command("show")(show)
 
 
 @app.command()

@@ -1,0 +1,46 @@
+"""``graphopt show``: a picture of a model, or of what the optimizer changed in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .picture import MAX_NODES
+
+
+def show(
+    model: Annotated[Path, typer.Argument(help="The model: .onnx or .pt2.", show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The picture to write: .svg or .png.")],
+    optimized: Annotated[
+        Path | None,
+        typer.Option("--optimized", help="The optimized model: draw each fused region before and after."),
+    ] = None,
+    optimize: Annotated[
+        bool, typer.Option("--optimize", help="Optimize MODEL in memory (no check) and draw what changed.")
+    ] = False,
+    max_nodes: Annotated[
+        int, typer.Option("--max-nodes", help="Larger graphs are drawn as their fused regions only.")
+    ] = MAX_NODES,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine", help="auto (Graphviz when installed, else matplotlib), graphviz, matplotlib."
+        ),
+    ] = "auto",
+) -> None:
+    """Draw MODEL, or with --optimized/--optimize each fused region before and after, into an SVG or PNG."""
+    from .cli import _guarded, out
+    from .errors import BadInput
+    from .picture import render
+
+    def work():
+        if optimized is not None and optimize:
+            raise BadInput("give either --optimized OTHER or --optimize, not both")
+        return render(
+            model, output, optimized=optimized, optimize=optimize, max_nodes=max_nodes, engine=engine
+        )
+
+    drawn = _guarded(work)
+    out.print(f"drew {drawn.rows} row(s) into {drawn.path} ({drawn.engine})")
