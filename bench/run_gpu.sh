@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# GPU checks and benchmarks on a GPU machine with torch, triton, cmake and ninja, and onnxruntime-gpu on
+# PYTHONPATH. Builds the ONNX Runtime library with CUDA kernels for sm_90, then runs the stages named
+# (default: all) and packs logs and results into OUT/gpu_results.tar.gz.
+#   GRAPHOPT_ORT_INCLUDE_DIR=<onnxruntime headers> bash bench/run_gpu.sh OUT [tests] [ort] [seed] [sweep]
+set -uo pipefail
+out=$(realpath -m "${1:?usage: run_gpu.sh OUT [stages]}"); shift
+stages=${*:-tests ort seed sweep}
+results=$out/results
+mkdir -p "$results"
+export PYTHONUNBUFFERED=1
+# A source checkout has no installed graphopt.passes; point it at passes/ as the package build does.
+[ -e graphopt/passes ] || ln -sfn ../passes graphopt/passes
+export PYTHONPATH=$PWD:${PYTHONPATH:-}
+library=/tmp/graphopt-ort/libgraphopt_ort.so
+if [ ! -f "$library" ]; then
+  cmake -S graphopt/ort -B /tmp/graphopt-ort -G Ninja -DGRAPHOPT_ORT_INCLUDE_DIR="${GRAPHOPT_ORT_INCLUDE_DIR:?}" \
+    -DPython_EXECUTABLE="$(command -v python3)" -DGRAPHOPT_CUDA_ARCHS=90 > "$results/build.log" 2>&1 \
+    && cmake --build /tmp/graphopt-ort >> "$results/build.log" 2>&1 || { tail -40 "$results/build.log"; exit 1; }
+fi
+export GRAPHOPT_ORT_LIBRARY=$library
+
+stage() {
+  local name=$1; shift
+  echo "== $name ($(date +%T))"
+  "$@" > "$results/$name.log" 2>&1
+  echo "rc=$? ($(date +%T))"
+  tail -"${TAIL:-25}" "$results/$name.log"
+}
+for s in $stages; do
+  case $s in
+    tests) TAIL=8 stage tests python3 -m pytest -q -p no:cacheprovider -x tests/ort/test_ort_cuda.py \
+             tests/fused/test_torch_triton.py tests/kernels/test_cuda_launch.py ;;
+    ort) stage ort python3 bench/bench_ort_cuda.py --out "$results" ;;
+    seed) stage seed python3 -m graphopt.benchmark models/split_stack.pt2 --out "$results" ;;
+    sweep) stage sweep python3 bench/bench_seed_sweep.py --out "$results" ;;
+  esac
+done
+tar -czf "$out/gpu_results.tar.gz" -C "$out" results
