@@ -1,0 +1,71 @@
+"""ONNX Runtime's transformer optimizer on the same ONNX files, and which of its fusions graphopt matches.
+
+ORT's fusions that graphopt has an op for are the norms: every LayerNormalization or
+SimplifiedLayerNormalization
+ORT ends with is a norm graphopt must also see (as a ``layer_norm``/``rms_norm``, or inside a fused op), and
+every SkipLayerNormalization / SkipSimplifiedLayerNormalization (a residual add folded into the norm) must be
+a ``NormAct`` with a residual input in graphopt's result. ORT's other fusions (attention, BiasGelu, FastGelu,
+EmbedLayerNormalization, ...) have no graphopt op; they are listed for reference.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+NORMS = ("LayerNormalization", "SimplifiedLayerNormalization")
+SKIP_NORMS = ("SkipLayerNormalization", "SkipSimplifiedLayerNormalization")
+
+
+def ort_fusions(path: Path, model_type: str, options: dict) -> dict[str, Any]:
+    """Runs ORT's transformer optimizer (its Python fusions only: opt_level 0) and counts its fused ops.
+    Where the model's own type fails (its attention fusion expects another exporter's graph), the generic
+    "bert" fusions, which include every norm fusion, run instead and the result says so."""
+    try:
+        return _ort_fusions(path, model_type, options)
+    except Exception as error:
+        if model_type == "bert":
+            raise
+        result = _ort_fusions(path, "bert", options)
+        result["model_type"] = f"bert (as {model_type}: {type(error).__name__})"
+        return result
+
+
+def _ort_fusions(path: Path, model_type: str, options: dict) -> dict[str, Any]:
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    optimized = optimize_model(
+        str(path),
+        model_type=model_type,
+        num_heads=options.get("num_heads", 0),
+        hidden_size=options.get("hidden_size", 0),
+        opt_level=0,
+    )
+    ops = Counter(node.op_type for node in optimized.model.graph.node)
+    fused = {k: v for k, v in optimized.get_fused_operator_statistics().items() if v}
+    return {
+        "model_type": model_type,
+        "norms": sum(ops[o] for o in NORMS + SKIP_NORMS),
+        "skip_norms": sum(ops[o] for o in SKIP_NORMS),
+        "fused": fused,
+    }
+
+
+def graphopt_norms(ops_after: dict[str, int], optimized_graph) -> dict[str, int]:
+    """Norms graphopt ended with (its op counts before writing, since an opset without RMSNormalization
+    gets a norm written out in elementwise ops), and how many of its NormActs carry a residual add."""
+    from graphopt.ir import Op
+
+    norms = sum(ops_after.get(op, 0) for op in (Op.LAYER_NORM, Op.RMS_NORM, Op.NORM_ACT, Op.NORM_ACT_LINEAR))
+    skip = sum(1 for node in optimized_graph if node.op == Op.NORM_ACT and node.input(3) is not None)
+    return {"norms": norms, "skip_norms": skip}
+
+
+def compare(ort: dict[str, Any], ours: dict[str, int]) -> dict[str, Any]:
+    """graphopt must see at least ORT's norms and fold at least ORT's residual adds."""
+    return {
+        "norms_ok": ours["norms"] >= ort["norms"],
+        "skip_norms_ok": ours["skip_norms"] >= ort["skip_norms"],
+        "ok": ours["norms"] >= ort["norms"] and ours["skip_norms"] >= ort["skip_norms"],
+    }

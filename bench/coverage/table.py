@@ -1,0 +1,121 @@
+"""The coverage results as a Markdown page: one summary table, the ORT comparison, and details per row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+FINDINGS = Path(__file__).with_name("findings.md")
+
+PATH_LABELS = {
+    "onnx_dynamo": "ONNX dynamo",
+    "onnx_torchscript": "ONNX TorchScript",
+    "torch_export": "torch.export",
+}
+
+
+def markdown(results: dict[str, Any]) -> str:
+    rows = results["rows"]
+    lines = [
+        "# graphopt on real architectures",
+        "",
+        f"Run on {results['date']}, {results['machine']}; {results['versions']}.",
+        f"Reproduce with `{results['command']}` (see `bench/coverage/__init__.py`).",
+        "",
+        "Every model is built from its library with a small config and random weights (norm weights drawn",
+        "at random too), exported three ways, and optimized by `graphopt.optimize` with its numeric check",
+        "on: `ok` means the optimized model's outputs match the original's within the per-dtype tolerance.",
+        "",
+        "| model | export path | status | nodes before → after | fusions (rule × count) | near misses "
+        "| optimize s | max abs error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(_summary_row(row))
+    lines += ["", "## Norm fusions: graphopt against ONNX Runtime's transformer optimizer", ""]
+    lines += _ort_section(rows)
+    if FINDINGS.exists():
+        lines += ["", FINDINGS.read_text().strip()]
+    if results.get("pictures"):
+        lines += ["", "## Pictures", ""]
+        lines += [
+            "`graphopt show ORIGINAL --optimized OPTIMIZED -o PICTURE.svg` for each row; the fused regions "
+            "before (left) and after (right), with their neighbours:",
+            "",
+        ]
+        lines += [f"- [{p['model']} / {PATH_LABELS[p['path']]}]({p['file']})" for p in results["pictures"]]
+    lines += ["", "## Details", ""]
+    for row in rows:
+        lines += _details(row)
+    return "\n".join(lines) + "\n"
+
+
+def _summary_row(row: dict[str, Any]) -> str:
+    path = PATH_LABELS[row["path"]]
+    if row["status"] in ("export failed", "failed"):
+        reason = _cell(row.get("error", ""))
+        return f"| {row['model']} | {path} | **{row['status']}**: {reason} | | | | | |"
+    fusions = ", ".join(f"{rule} × {count}" for rule, count in sorted(row["fusions"].items())) or "none"
+    misses = row["near_misses"]["count"]
+    error = row["max_abs_error"]
+    return (
+        f"| {row['model']} | {path} | {row['status']} | {row['nodes_before']} → {row['nodes_after']} "
+        f"| {_cell(fusions)} | {misses} | {row['optimize_seconds']:.2f} "
+        f"| {'' if error is None else f'{error:.2g}'} |"
+    )
+
+
+def _ort_section(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "ORT's optimizer (`onnxruntime.transformers.optimizer.optimize_model`, `opt_level=0`) on the same",
+        "ONNX files. *norms*: LayerNormalization and SimplifiedLayerNormalization nodes, with or without a",
+        "residual; *residual*: SkipLayerNormalization / SkipSimplifiedLayerNormalization (residual add +",
+        "norm), which graphopt writes as `graphopt.NormAct` with a residual input. ORT's other fusions",
+        "(attention, BiasGelu, FastGelu, EmbedLayerNormalization) have no graphopt op.",
+        "",
+        "| model | export path | ORT model_type | ORT norms / residual | graphopt norms / residual | "
+        "graphopt ≥ ORT | ORT's other fusions |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        ort = row.get("ort")
+        if not ort:
+            continue
+        if "error" in ort:
+            lines.append(
+                f"| {row['model']} | {PATH_LABELS[row['path']]} | {ort.get('model_type', '')} "
+                f"| failed: {_cell(ort['error'])} | | | |"
+            )
+            continue
+        ours = row.get("norms") or {"norms": 0, "skip_norms": 0}
+        verdict = "yes" if ort["comparison"]["ok"] else "**no**"
+        others = ", ".join(
+            f"{k} × {v}" for k, v in sorted(ort["fused"].items()) if "LayerNormalization" not in k
+        )
+        lines.append(
+            f"| {row['model']} | {PATH_LABELS[row['path']]} | {ort['model_type']} "
+            f"| {ort['norms']} / {ort['skip_norms']} | {ours['norms']} / {ours['skip_norms']} | {verdict} "
+            f"| {others or '-'} |"
+        )
+    return lines
+
+
+def _details(row: dict[str, Any]) -> list[str]:
+    title = f"{row['model']} / {PATH_LABELS[row['path']]}: {row['status']}"
+    body = [f"<details><summary>{title}</summary>", ""]
+    if row["status"] in ("export failed", "failed"):
+        body += ["```", row.get("error", ""), "```"]
+    else:
+        rules = ", ".join(f"{rule} × {count}" for rule, count in sorted(row["rules"].items()))
+        body += [
+            f"- export {row['export_seconds']:.1f} s, optimize {row['optimize_seconds']:.2f} s "
+            f"(passes {row['pass_seconds']:.2f} s); check: {row['verification']}",
+            f"- every rule: {rules or 'none'}",
+            f"- near misses: {row['near_misses']['count']}",
+        ]
+        body += [f"  - {_cell(example)}" for example in row["near_misses"]["examples"]]
+    return [*body, "", "</details>", ""]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
