@@ -49,7 +49,7 @@ def one(n, b, d, bandwidth, iters):
         optimized = to_device(optimized, "cuda")
         direct = direct_callable(optimized)
         row["graphopt_torch"] = measure(lambda: direct(x), reference, iters)
-        graphed = cuda_graphed(direct, [x])
+        graphed = cuda_graphed(direct, [x], capture_inputs=True)
         row["graphopt_torch_cuda_graph"] = measure(lambda: graphed(x), reference, iters)
     weight = module.linear.weight.detach().cpu().numpy()
     bias = module.linear.bias.detach().cpu().numpy()

@@ -97,12 +97,21 @@ def build_variants(
         function = direct_callable(optimized_cuda)
         return lambda: function(*inputs)
 
-    def graphopt_graphed():
-        function = cuda_graphed(direct_callable(optimized_cuda), inputs)
-        return lambda: function(*inputs)
+    def graphopt_graphed(capture_inputs):
+        def build():
+            function = cuda_graphed(direct_callable(optimized_cuda), inputs, capture_inputs=capture_inputs)
+            return lambda: function(*inputs)
 
-    def ort(model, cuda_graph, with_library):
-        return lambda: ort_cuda_callable(model, feeds, cuda_graph=cuda_graph, with_library=with_library)
+        return build
+
+    def ort(model, cuda_graph, with_library, sync_in_ort=True):
+        def build():
+            call = ort_cuda_callable(
+                model, feeds, cuda_graph=cuda_graph, with_library=with_library, sync_in_ort=sync_in_ort
+            )
+            return call if sync_in_ort else lambda: (call(), torch.cuda.synchronize())[0]
+
+        return build
 
     variants = [("eager PyTorch", "original", eager)]
     variants += [(f"torch.compile ({m})", "original", compiled(m)) for m in compile_modes]
@@ -111,9 +120,15 @@ def build_variants(
         ("ORT CUDA EP + CUDA graph", "original", ort(original_onnx, True, False)),
         ("graphopt → torch (ep.module())", "optimized", graphopt_module),
         ("graphopt → torch (direct)", "optimized", graphopt_direct),
-        ("graphopt → torch + CUDA graph", "optimized", graphopt_graphed),
+        ("graphopt → torch + CUDA graph (copy in)", "optimized", graphopt_graphed(False)),
+        ("graphopt → torch + CUDA graph (fixed buffers)", "optimized", graphopt_graphed(True)),
         ("graphopt → ORT CUDA EP", "optimized", ort(optimized_onnx, False, True)),
         ("graphopt → ORT CUDA EP + CUDA graph", "optimized", ort(optimized_onnx, True, True)),
+        (
+            "graphopt → ORT CUDA EP + CUDA graph, caller syncs",
+            "optimized",
+            ort(optimized_onnx, True, True, False),
+        ),
     ]
     return variants
 

@@ -12,7 +12,7 @@ def table(result: dict[str, Any]) -> str:
     eager = next((r["start_to_finish_us"] for r in rows if r["variant"] == "eager PyTorch"), None)
     roofline = result["roofline_us"]
     header = (
-        f"{'variant':<40} {'model':<9} {'start-to-finish µs':>18} {'GPU µs':>8} {'speedup':>8} "
+        f"{'variant':<50} {'model':<9} {'start-to-finish µs':>18} {'GPU µs':>8} {'speedup':>8} "
         f"{'× roofline':>10} {'max abs err':>11}"
     )
     lines = [
@@ -23,14 +23,14 @@ def table(result: dict[str, Any]) -> str:
     ]
     for row in rows:
         if row["error"]:
-            lines.append(f"{row['variant']:<40} {row['model']:<9} failed: {row['error']}")
+            lines.append(f"{row['variant']:<50} {row['model']:<9} failed: {row['error']}")
             continue
         s2f, gpu = row["start_to_finish_us"], row["gpu_us"]
         speedup = f"{eager / s2f:.1f}×" if eager and s2f else "-"
         over = f"{gpu / roofline:.2f}" if gpu else "-"
         gpu_text = f"{gpu:.1f}" if gpu else "-"
         lines.append(
-            f"{row['variant']:<40} {row['model']:<9} {s2f:>18.1f} {gpu_text:>8} {speedup:>8} {over:>10} "
+            f"{row['variant']:<50} {row['model']:<9} {s2f:>18.1f} {gpu_text:>8} {speedup:>8} {over:>10} "
             f"{row['max_abs_error']:>11.2e}"
         )
     return "\n".join(lines)
