@@ -136,6 +136,13 @@ def build_variants(
 def run(
     program, *, iters: int = 200, warmup: int = 20, compile_modes=("default", "reduce-overhead")
 ) -> dict[str, Any]:
+    # Inference, as a deployed model runs: no autograd bookkeeping (torch.compile's CUDA graphs need it
+    # off, and custom ops skip their autograd layer).
+    with torch.inference_mode():
+        return _run(program, iters=iters, warmup=warmup, compile_modes=compile_modes)
+
+
+def _run(program, *, iters: int, warmup: int, compile_modes) -> dict[str, Any]:
     inputs = user_inputs(program)
     bandwidth = copy_bandwidth_bytes_per_s()
     variants = build_variants(program, inputs, compile_modes=compile_modes)
