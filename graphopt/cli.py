@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from . import __version__
+from .bench_command import bench
 from .errors import BadInput, VerificationError
 from .show import show
 from .verify_command import verify
@@ -162,6 +163,7 @@ def optimize(
 
 app.command("verify")(verify)
 app.command("show")(show)
+app.command("bench")(bench)
 
 
 @app.command()
