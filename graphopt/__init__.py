@@ -1,7 +1,7 @@
 """graphopt: a graph-rewriting optimizer for exported model graphs.
 
-    import graphopt
-    optimized, report = graphopt.optimize("model.onnx", output="model.opt.onnx")
+import graphopt
+optimized, report = graphopt.optimize("model.onnx", output="model.opt.onnx")
 """
 
 from __future__ import annotations

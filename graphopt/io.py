@@ -42,7 +42,9 @@ def load(model: Any) -> Source:
         from .frontends.onnx_read import read_onnx
 
         proto = read_onnx(path)
-        graph = _loading(lambda: from_onnx(proto, base_dir=path.parent, where=str(path), path=path), str(path))
+        graph = _loading(
+            lambda: from_onnx(proto, base_dir=path.parent, where=str(path), path=path), str(path)
+        )
         return Source(graph, "onnx", str(path), path, path)
     if isinstance(model, onnx.ModelProto):
         from .frontends.onnx import from_onnx
