@@ -48,11 +48,12 @@ def prepare_feeds(
 
 
 def run_model(frontend: str, model: Any, feeds: dict[str, np.ndarray], base: Path | None):
-    """(output names, output arrays) of an ONNX model in ONNX Runtime or a program in torch."""
+    """(output names, output arrays) of an ONNX model in ONNX Runtime (without its own graph
+    optimizations, which change numerics) or a program in torch."""
     from .runners import run_onnx, run_program
 
     if frontend == "onnx":
-        return run_onnx(model, feeds, base)
+        return run_onnx(model, feeds, base, exact=True)
     return run_program(model, feeds)
 
 

@@ -14,12 +14,19 @@ import onnx
 log = logging.getLogger(__name__)
 
 
-def onnx_session(model: onnx.ModelProto | str | Path, source_dir: Path | None = None):
-    """An InferenceSession on the CPU, with graphopt's op library registered when it is built."""
+def onnx_session(model: onnx.ModelProto | str | Path, source_dir: Path | None = None, *, exact: bool = False):
+    """An InferenceSession on the CPU, with graphopt's op library registered when it is built.
+
+    ``exact`` turns ONNX Runtime's own graph optimizations off, so the session computes what the model
+    says: its fusions change numerics (a spelled-out float64 RMS norm loses precision when fused),
+    which would blur a comparison of two models.
+    """
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    if exact:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     with contextlib.suppress(ImportError, FileNotFoundError, OSError):
         from .ort import library_path
 
@@ -37,9 +44,13 @@ def onnx_session(model: onnx.ModelProto | str | Path, source_dir: Path | None = 
 
 
 def run_onnx(
-    model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray], source_dir: Path | None = None
+    model: onnx.ModelProto | str | Path,
+    feeds: dict[str, np.ndarray],
+    source_dir: Path | None = None,
+    *,
+    exact: bool = False,
 ) -> tuple[list[str], list[Any]]:
-    session = onnx_session(model, source_dir)
+    session = onnx_session(model, source_dir, exact=exact)
     names = [o.name for o in session.get_outputs()]
     wanted = {i.name for i in session.get_inputs()}
     return names, session.run(None, {k: v for k, v in feeds.items() if k in wanted})

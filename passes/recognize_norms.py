@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from graphopt.ir import DType, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 
@@ -118,6 +120,10 @@ def bias_pattern(x, w, c):
     return op.add(op.layer_norm(x, w).named("norm"), c)
 
 
+def unscaled_bias_pattern(x, c):
+    return op.add(op.layer_norm(x).named("norm"), c)
+
+
 def _normalized_constant(match, name: str):
     norm, weight = match.node("norm"), match[name]
     tensor = constant_of(weight)
@@ -156,7 +162,9 @@ def check_bias(match):
 def replace_bias(b, match):
     norm = match.node("norm")
     bias = b.constant(match.info["array"], f"{norm.name}_bias")
-    return b.layer_norm(match["x"], match["w"], bias, **norm.attrs)
+    # A norm without a scale gets ones: the bias is the third input.
+    scale = match.values.get("w") or b.constant(np.ones_like(match.info["array"]), f"{norm.name}_scale")
+    return b.layer_norm(match["x"], scale, bias, **norm.attrs)
 
 
 def cast_pattern(x):
@@ -206,6 +214,7 @@ PASS = rewrite_pass(
         ),
         Rule("fold_norm_scale", scale_pattern, replace_scale, check_scale),
         Rule("fold_norm_bias", bias_pattern, replace_bias, check_bias),
+        Rule("fold_norm_bias_unscaled", unscaled_bias_pattern, replace_bias, check_bias),
         Rule("fold_norm_casts", cast_pattern, replace_casts, check_casts),
     ],
 )

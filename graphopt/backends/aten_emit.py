@@ -143,7 +143,15 @@ def _concat(b, node):
 
 
 def _stack(b, node):
+    """cat + view where the pieces share one shape and the axis is one of theirs (what the batching
+    passes leave behind, so an optimized program optimizes to itself); else unsqueeze each + cat."""
     axis = node.attrs["axis"] % (node.input(0).rank + 1)
+    piece = node.input(0)
+    if piece.shape is not None and axis < piece.rank and all(v.shape == piece.shape for v in node.inputs):
+        joined = b.call(aten.cat.default, ([b.arg(v) for v in node.inputs], axis), name=f"{_name(node)}_cat")
+        sizes = [b.dim(piece, i) for i in range(piece.rank)]
+        sizes.insert(axis, len(node.inputs))
+        return [b.call(aten.view.default, (joined, sizes), name=_name(node))]
     parts = [
         b.call(aten.unsqueeze.default, (b.arg(v), axis), name=f"{_name(node)}_unsqueeze{i}")
         for i, v in enumerate(node.inputs)

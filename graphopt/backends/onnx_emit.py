@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..ir import Graph, GraphError, Node, Op, Tensor
+from ..ir import DType, Graph, GraphError, Node, Op, Tensor
 from ..ir.ops import BINARY_POINTWISE
 
 FUSED_DOMAIN = "graphopt"
@@ -120,13 +120,38 @@ def _concat(e: Emitter, node: Node) -> None:
 
 
 def _stack(e: Emitter, node: Node) -> None:
+    """Concat + Reshape (two nodes) where the reshape target can be written; else N Unsqueeze + Concat.
+
+    Both read back as the same stack; the first is also what the batching passes leave behind, so an
+    optimized model optimizes to itself."""
     axis = node.attrs["axis"]
+    target = _stack_target(node)
+    if target is not None:
+        joined = e.temp(f"{node.name}_joined")
+        e.node("Concat", node.inputs, [joined], name=f"{node.name}/concat", axis=axis)
+        shape = e.const(np.asarray(target, dtype=np.int64), f"{node.name}_shape")
+        e.node("Reshape", [joined, shape], _outs(node), name=node.name)
+        return
     pieces = []
     for i, value in enumerate(node.inputs):
         piece = e.temp(f"{node.name}_unsqueezed{i}")
         _emit_unsqueeze(e, value, piece, [axis], f"{node.name}/unsqueeze{i}")
         pieces.append(piece)
     e.node("Concat", pieces, _outs(node), name=node.name, axis=axis)
+
+
+def _stack_target(node: Node) -> list[int] | None:
+    """The Reshape target that turns the pieces' concat along ``axis`` into their stack, if writable:
+    dims before the axis copied (0), the rest known, with at most one unknown (-1)."""
+    axis = node.attrs["axis"]
+    shapes = {v.shape for v in node.inputs}
+    shape = next(iter(shapes))
+    if len(shapes) != 1 or shape is None or axis >= len(shape):
+        return None
+    rest = [len(node.inputs), *shape[axis:]]
+    if sum(not isinstance(d, int) for d in rest) > 1:
+        return None
+    return [0] * axis + [d if isinstance(d, int) else -1 for d in rest]
 
 
 def _emit_unsqueeze(e: Emitter, value, out: str, axes: list[int], name: str) -> None:
@@ -221,7 +246,8 @@ def _reduce_mean(e: Emitter, node: Node) -> None:
 
 def _gelu(e: Emitter, node: Node) -> None:
     approximate = node.attrs.get("approximate", "none")
-    if e.opset >= 20:
+    # ONNX Runtime's float64 Gelu computes in float32 precision (errors of 6e-9): written out, it is exact.
+    if e.opset >= 20 and node.input(0).dtype is not DType.FLOAT64:
         e.node("Gelu", [node.input(0)], _outs(node), name=node.name, approximate=approximate)
         return
     # Written in the order torch's exporter writes it, which ONNX Runtime's own GELU fusion expects.

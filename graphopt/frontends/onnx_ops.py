@@ -32,7 +32,17 @@ _BINARY = {"Add": Op.ADD, "Sub": Op.SUB, "Mul": Op.MUL, "Div": Op.DIV, "Pow": Op
 
 
 def attributes(node: onnx.NodeProto) -> dict[str, Any]:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    """Attribute values by name, with strings as str (ONNX stores them as bytes: Gelu's b"tanh" would
+    otherwise never equal "tanh")."""
+    return {a.name: _decoded(helper.get_attribute_value(a)) for a in node.attribute}
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode("utf-8", errors="replace") for v in value]
+    return value
 
 
 def translate(node: onnx.NodeProto, opset: int, const: ConstLookup) -> tuple[str, dict[str, Any]] | None:

@@ -46,10 +46,14 @@ def find_group(match: Match, *, independent: bool) -> Match | Fail | None:
     reference = signature(chains[0])
     if any(signature(c) != reference for c in chains[1:]):
         return Fail(first_difference(chains))
-    reason = pieces_exclusive(chains, combine)
+    reason = pieces_exclusive(chains, combine, independent)
     if reason:
         return Fail(reason)
     if independent:
+        if combine.attrs["axis"] != 0 and sum(n.op not in VIEWS for n in chains[0].nodes) < 2:
+            # The inputs are stacked (a copy) and the result moved back to the axis (another copy):
+            # for one op per chain that costs more than the launches it saves.
+            return Fail(f"one op per chain, joined on axis {combine.attrs['axis']}: the copies cost more")
         source = value_source(chains)
         if not isinstance(source, Fail) and depends_on_any(graph, [c.piece for c in chains], chains):
             return Fail("one chain's input depends on another chain")

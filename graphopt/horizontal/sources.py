@@ -26,13 +26,16 @@ class Source:
     consumed: list[Node] = field(default_factory=list)
 
 
-def pieces_exclusive(chains: list[Chain], combine: Node) -> str | None:
-    """Why some piece is read outside its own chain, or None."""
+def pieces_exclusive(chains: list[Chain], combine: Node, independent: bool = False) -> str | None:
+    """Why some piece is read outside its own chain, or None. Independent pieces are stacked, not
+    consumed, so other readers (a size read, another layer) keep reading them as before."""
     seen: set[Value] = set()
     for i, chain in enumerate(chains):
         if chain.piece in seen:
             return f"piece {chain.piece.name!r} is used by more than one chain"
         seen.add(chain.piece)
+        if independent:
+            continue
         members = set(chain.nodes) or {combine}
         for use in chain.piece.uses:
             if use.node not in members:

@@ -6,6 +6,7 @@ that recorded shapes agree with these rules. Dims stay symbolic where they are: 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from .dtypes import DType
@@ -94,10 +95,28 @@ def reshape_shape(shape: Shape | None, spec: tuple[int, ...]) -> Shape:
     ]
     if -1 in out:
         where = out.index(-1)
-        total = None if shape is None else _product(shape)
-        rest = _product(d for i, d in enumerate(out) if i != where)
-        out[where] = total // rest if isinstance(total, int) and isinstance(rest, int) and rest > 0 else None
+        out[where] = (
+            None if shape is None else _inferred_dim(shape, [d for i, d in enumerate(out) if i != where])
+        )
     return tuple(None if d == 0 and shape is None else d for d in out)
+
+
+def _inferred_dim(shape: Shape, others: list[Dim]) -> int | None:
+    """What -1 stands for: the input's size over the other dims', where a symbolic dim the output keeps
+    (copied with 0, or named again) cancels out: [s, 1, 4, 3] → [s, 1, -1] gives 12."""
+    symbols = Counter(d for d in shape if isinstance(d, str))
+    total = _product(d for d in shape if not isinstance(d, str))
+    rest = 1
+    for d in others:
+        if isinstance(d, int):
+            rest *= d
+        elif isinstance(d, str) and symbols[d] > 0:
+            symbols[d] -= 1
+        else:
+            return None
+    if total is None or any(symbols.values()) or rest <= 0 or total % rest:
+        return None
+    return total // rest
 
 
 def _product(dims) -> int | None:

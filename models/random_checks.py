@@ -1,0 +1,70 @@
+"""What must hold for every random program, shared by the property tests and the long runs.
+
+* the optimized model computes what the original computes (the numeric check of ``optimize``), and
+  ``verify(graph)`` holds after every pass (``check_each_pass``);
+* optimizing the optimized model gives the same model again (the same ops, attributes included).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from typing import Any
+
+import onnx
+
+import graphopt
+from models.random_program import Program
+
+# The fused ops accumulate in float32 where the original computes a spelled-out float16 norm step by
+# step; the two differ by a few float16 steps (up to about 2e-2 over the random programs).
+TOLERANCES = {"float16": (3e-2, 3e-2)}
+
+
+def build(program: Program, form: str) -> Any:
+    """The program as an onnx.ModelProto (``form`` "onnx") or an ExportedProgram ("torch")."""
+    if form == "onnx":
+        from models.random_onnx import to_onnx
+
+        return to_onnx(program)
+    from models.random_torch import to_exported_program
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return to_exported_program(program)
+
+
+def optimize_checked(model: Any):
+    """Optimizes with the numeric check and verify(graph) after every pass; both raise on a failure."""
+    optimized, report = graphopt.optimize(model, check_each_pass=True, tolerances=TOLERANCES)
+    assert report.verification["ok"], report.verification["summary"]
+    return optimized, report
+
+
+def ops(model: Any) -> Counter:
+    """The model's operations, ignoring names and order: (domain, op, attributes) of each ONNX node,
+    or the target of each call in an ExportedProgram."""
+    if isinstance(model, onnx.ModelProto):
+        return Counter(
+            (
+                node.domain,
+                node.op_type,
+                tuple(sorted((a.name, str(onnx.helper.get_attribute_value(a))) for a in node.attribute)),
+            )
+            for node in model.graph.node
+        )
+    return Counter(str(node.target) for node in model.graph.nodes if node.op == "call_function")
+
+
+def check_idempotent(once: Any) -> None:
+    twice, _ = optimize_checked(once)
+    first, second = ops(once), ops(twice)
+    assert first == second, f"optimizing again changes {dict(first - second)} into {dict(second - first)}"
+
+
+def check_program(program: Program, form: str, *, idempotence: bool = True) -> dict[str, int]:
+    """Raises AssertionError (or the optimizer's error) when a property fails; returns the rule counts."""
+    once, report = optimize_checked(build(program, form))
+    if idempotence:
+        check_idempotent(once)
+    return report.rule_counts

@@ -1,0 +1,21 @@
+from hypothesis import HealthCheck, given, settings
+from program_strategies import programs
+
+from models.random_checks import build, check_idempotent, optimize_checked
+
+SETTINGS = settings(
+    max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@SETTINGS
+@given(programs(torch_form=True))
+def test_optimize_preserves_outputs_and_every_pass_keeps_the_graph_valid(program):
+    optimize_checked(build(program, "torch"))
+
+
+@settings(SETTINGS, max_examples=10)
+@given(programs(torch_form=True))
+def test_optimizing_twice_equals_optimizing_once(program):
+    once, _ = optimize_checked(build(program, "torch"))
+    check_idempotent(once)
