@@ -26,9 +26,12 @@ GROWTH_LIMIT = 1 << 20
 def run(graph: Graph) -> RewriteStats:
     stats = RewriteStats()
     evaluate_opaque = graph.meta.get("evaluate")
+    written = _written_in_place(graph)
     for node in graph:
         if node.op == Op.CONSTANT or node.meta.get("side_effects") or not node.outputs:
             continue
+        if node in written:
+            continue  # a fresh tensor an in-place op then writes to (maybe through a view) is no constant
         inputs = [v for v in node.inputs if v is not None]
         arrays = _static_inputs(node)
         if arrays is None:
@@ -64,6 +67,20 @@ def run(graph: Graph) -> RewriteStats:
     if stats.counts:
         refine_shapes(graph)
     return stats
+
+
+def _written_in_place(graph: Graph) -> set:
+    """Nodes whose output an in-place op may write, directly or through views of it: every producer
+    along the first input of each side-effecting node (views alias their first input)."""
+    written = set()
+    for node in graph:
+        if not node.meta.get("side_effects"):
+            continue
+        value = node.input(0)
+        while value is not None and value.producer is not None and value.producer not in written:
+            written.add(value.producer)
+            value = value.producer.input(0)
+    return written
 
 
 def _static_inputs(node) -> list[np.ndarray] | None:
