@@ -141,6 +141,29 @@ def _unbind(node, a):
     return [split, *squeezes]
 
 
+def _slice(node, a):
+    """slice(x, dim, start, end, step): the canonical slice, bounds clamped to the (static) dim."""
+    val = tensor_val(a["self"])
+    axis = axis_of(a["dim"], None if val is None else val.dim())
+    if axis is None or type(val.shape[axis]) is not int:
+        return None
+    start, end, step = a["start"], a["end"], a["step"]
+    if any(v is not None and type(v) is not int for v in (start, end)) or type(step) is not int or step <= 0:
+        return None
+    start, end, step = slice(start, end, step).indices(val.shape[axis])
+    return one(Op.SLICE, [a["self"]], axes=(axis,), starts=(start,), ends=(max(end, start),), steps=(step,))
+
+
+def _select(node, a):
+    """select(x, dim, i) is a gather of the scalar index i along dim."""
+    val = tensor_val(a["self"])
+    axis = axis_of(a["dim"], None if val is None else val.dim())
+    index = a["index"]
+    if axis is None or type(index) is not int or type(val.shape[axis]) is not int:
+        return None
+    return one(Op.GATHER, [a["self"], Scalar(index % val.shape[axis], DType.INT64)], axis=axis)
+
+
 def _reshape(node, a):
     shape = ints(a.get("size", a.get("shape")))
     if shape is None or 0 in shape:
@@ -302,6 +325,8 @@ _HANDLERS: dict[Any, Handler] = {
     aten.rms_norm.default: _rms_norm,
     **dict.fromkeys((aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default), _split),
     aten.unbind.int: _unbind,
+    aten.slice.Tensor: _slice,
+    aten.select.int: _select,
     **dict.fromkeys((aten.view.default, aten.reshape.default, aten._unsafe_view.default), _reshape),
     aten.stack.default: _stack,
     aten.cat.default: _cat,

@@ -10,11 +10,9 @@ shapes; their constants may differ (they are stacked once, at optimize time).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
-
-from ..ir import Graph, Node, Tensor, Value, constant_of
+from ..ir import Graph, Node, Value, constant_of
+from ..ir.attrs import frozen
 from ..rewrite import Fail
 from .batch_ops import BATCHABLE
 
@@ -91,20 +89,8 @@ def signature(chain: Chain) -> tuple:
                 tensor = constant_of(value)
                 inputs.append(("const", str(tensor.dtype), tensor.shape))
         outputs = tuple((str(v.dtype), v.shape) for v in node.outputs)
-        key.append((node.op, _freeze(node.attrs), tuple(inputs), outputs))
+        key.append((node.op, frozen(node.attrs), tuple(inputs), outputs))
     return (str(chain.piece.dtype), chain.piece.shape, tuple(key))
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, Tensor):
-        return ("tensor", str(value.dtype), value.shape, value.numpy().tobytes())
-    if isinstance(value, np.ndarray):
-        return ("array", str(value.dtype), value.shape, value.tobytes())
-    return value
 
 
 def first_difference(chains: list[Chain]) -> str:
