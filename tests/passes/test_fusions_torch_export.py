@@ -46,7 +46,7 @@ def test_seed_is_one_view_and_one_chain_then_one_kernel(form):
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize(
-    "case", ["per_slice_affine_stack0", "per_slice_linear", "rms_silu_axis1", "unbind", "slices"]
+    "case", ["per_slice_affine_stack0", "per_slice_linear", "rms_silu_axis1", "unbind", "slices", "gathers"]
 )
 def test_per_slice_chains_batch(case, form):
     module, args = HORIZONTAL[case]()
