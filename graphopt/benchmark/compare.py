@@ -22,11 +22,13 @@ from .timing import copy_bandwidth_bytes_per_s, gpu_us, start_to_finish_us
 
 log = logging.getLogger(__name__)
 
+VERTICAL_PASSES = ("fuse_norm_act", "fuse_norm_act_linear")
+
 
 @dataclass
 class Row:
     variant: str
-    model: str  # "original" or "optimized"
+    model: str  # "original", "batched" (horizontal fusion only) or "optimized"
     start_to_finish_us: float | None = None
     gpu_us: float | None = None
     max_abs_error: float | None = None
@@ -73,6 +75,10 @@ def build_variants(
     optimized_program, _ = graphopt.optimize(program)
     original_onnx = export_onnx(program, inputs)
     optimized_onnx, _ = graphopt.optimize(original_onnx)
+    # Horizontal fusion alone (no fused kernels): what batching the per-slice chains buys by itself.
+    horizontal_program, _ = graphopt.optimize(program, skip=VERTICAL_PASSES)
+    horizontal_onnx, _ = graphopt.optimize(original_onnx, skip=VERTICAL_PASSES)
+    horizontal_cuda = to_device(horizontal_program, "cuda")
     onnx_names = [i.name for i in original_onnx.graph.input]
     feeds = dict(zip(onnx_names, inputs, strict=True))
     original_cuda = to_device(program, "cuda")
@@ -93,9 +99,12 @@ def build_variants(
         module = optimized_cuda.module()
         return lambda: module(*inputs)
 
-    def graphopt_direct():
-        function = direct_callable(optimized_cuda)
-        return lambda: function(*inputs)
+    def direct(program_on_device):
+        def build():
+            function = direct_callable(program_on_device)
+            return lambda: function(*inputs)
+
+        return build
 
     def graphopt_graphed(capture_inputs):
         def build():
@@ -118,8 +127,10 @@ def build_variants(
     variants += [
         ("ORT CUDA EP", "original", ort(original_onnx, False, False)),
         ("ORT CUDA EP + CUDA graph", "original", ort(original_onnx, True, False)),
+        ("horizontal fusion only → torch (direct)", "batched", direct(horizontal_cuda)),
+        ("horizontal fusion only → ORT CUDA EP", "batched", ort(horizontal_onnx, False, False)),
         ("graphopt → torch (ep.module())", "optimized", graphopt_module),
-        ("graphopt → torch (direct)", "optimized", graphopt_direct),
+        ("graphopt → torch (direct)", "optimized", direct(optimized_cuda)),
         ("graphopt → torch + CUDA graph (copy in)", "optimized", graphopt_graphed(False)),
         ("graphopt → torch + CUDA graph (fixed buffers)", "optimized", graphopt_graphed(True)),
         ("graphopt → ORT CUDA EP", "optimized", ort(optimized_onnx, False, True)),
