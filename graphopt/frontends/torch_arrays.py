@@ -10,7 +10,7 @@ from ..ir import DType
 
 def to_torch(array: np.ndarray) -> torch.Tensor:
     """A torch tensor owning a copy of ``array``."""
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
     if array.dtype == DType.BFLOAT16.numpy:
         return torch.from_numpy(array.view(np.int16).copy()).view(torch.bfloat16)
     return torch.from_numpy(array.copy())

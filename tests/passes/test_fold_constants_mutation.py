@@ -18,3 +18,21 @@ def test_a_tensor_written_in_place_is_not_folded_into_a_constant():
     assert report.verification["ok"], report.verification["summary"]
     x = torch.randn(3, 8)
     torch.testing.assert_close(optimized.module()(x), FilledBuffer()(x))
+
+
+class FilledFromScalarTensor(torch.nn.Module):
+    """fill_ with a 0-d tensor value: the value is a lifted constant that folding must keep 0-d."""
+
+    def forward(self, x):
+        mask = torch.zeros(x.shape[-1])
+        mask[:2].fill_(torch.full((), 3.0) * 2.0)
+        return x * mask
+
+
+def test_a_folded_scalar_stays_zero_dimensional():
+    module = FilledFromScalarTensor()
+    program = torch.export.export(module, (torch.randn(3, 8),))
+    optimized, report = graphopt.optimize(program)
+    assert report.verification["ok"], report.verification["summary"]
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(optimized.module()(x), module(x))
