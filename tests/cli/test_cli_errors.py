@@ -11,7 +11,11 @@ SEED_MODEL = Path(__file__).resolve().parents[2] / "models" / "split_stack.onnx"
 
 def graphopt(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "graphopt.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300
+        [sys.executable, "-m", "graphopt.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
     )
 
 

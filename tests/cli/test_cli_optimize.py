@@ -9,7 +9,9 @@ SEED_MODEL = Path(__file__).resolve().parents[2] / "models" / "split_stack.onnx"
 
 
 def graphopt(*args):
-    return subprocess.run([sys.executable, "-m", "graphopt.cli", *map(str, args)], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "graphopt.cli", *map(str, args)], capture_output=True, text=True, timeout=600
+    )
 
 
 def copy_seed(tmp_path):
@@ -45,7 +47,9 @@ def test_dry_run_writes_nothing(tmp_path):
 
 def test_only_runs_just_the_named_passes(tmp_path):
     model = copy_seed(tmp_path)
-    result = graphopt("optimize", model, "--only", "fold_shape_inputs,remove_dead_nodes", "-o", tmp_path / "o.onnx")
+    result = graphopt(
+        "optimize", model, "--only", "fold_shape_inputs,remove_dead_nodes", "-o", tmp_path / "o.onnx"
+    )
     assert result.returncode == 0, result.stderr
     ops = [n.op_type for n in onnx.load(str(tmp_path / "o.onnx")).graph.node]
     assert ops.count("LayerNormalization") == 16
