@@ -46,7 +46,7 @@ MEMORY_LIMIT = 12 << 30  # address space per worker: a memory bomb fails an allo
 # -- the corpus ----------------------------------------------------------------------------------
 
 
-def build_corpus(folder: Path) -> list[dict]:
+def build_corpus(folder: Path, onnx_programs: int = 6, torch_programs: int = 3) -> list[dict]:
     """Valid files to mutate: [{"name", "kind": "onnx"|"pt2", "path", "data"?}]."""
     sys.path.insert(0, str(REPO))
     import warnings
@@ -70,7 +70,7 @@ def build_corpus(folder: Path) -> list[dict]:
     add("split_stack", "onnx", (REPO / "models" / "split_stack.onnx").read_bytes())
     add("mlp", "onnx", (REPO / "models" / "mlp.onnx").read_bytes())
     add("matmul_relu", "onnx", bad_inputs.valid_model_bytes())
-    for seed in range(6):
+    for seed in range(onnx_programs):
         add(f"random_{seed}", "onnx", to_onnx(draw_program(SeededChoices(seed))).SerializeToString())
     external = onnx.load_from_string(bad_inputs.valid_model_bytes())
     onnx.save(
@@ -81,7 +81,7 @@ def build_corpus(folder: Path) -> list[dict]:
     add("split_stack", "pt2", (REPO / "models" / "split_stack.pt2").read_bytes())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for seed in range(3):
+        for seed in range(torch_programs):
             program = to_exported_program(draw_program(SeededChoices(seed), torch_form=True))
             buffer = folder / f"random_{seed}.tmp.pt2"
             torch.export.save(program, buffer)
@@ -132,13 +132,16 @@ def judge(command: list[str], code: int, stderr: str, before: set[str], after: s
             return f"exit 2 without one error line: {stderr.strip()[:400]!r}"
     if code != 0 and after != before:
         return f"wrote {sorted(after - before)} and exited {code}"
-    if code == 0 and command[0] == "optimize" and len(after - before) != 1:
-        return f"exit 0 but the files written are {sorted(after - before)}"
+    if code == 0 and command[0] == "optimize":
+        output = Path(command[command.index("-o") + 1]).name
+        if after - before not in ({output}, {output, f"{output}.data"}):
+            return f"exit 0 but the files written are {sorted(after - before)}"
     return None
 
 
 def run_in_process(command: list[str]) -> tuple[int, str]:
-    """The command line's exit code and stderr (everything written to file descriptor 2)."""
+    """The command line's exit code and stderr: what Python writes there and what native code writes
+    to file descriptor 2 (ONNX Runtime's or torch's own log lines count too)."""
     import logging
 
     from graphopt.cli import app
@@ -146,10 +149,14 @@ def run_in_process(command: list[str]) -> tuple[int, str]:
     for handler in logging.root.handlers[:]:  # (the command configures logging afresh, on this stderr)
         logging.root.removeHandler(handler)
     sys.stderr.flush()
+    sys.stdout.flush()
+    saved = sys.stderr, sys.stdout
     with tempfile.TemporaryFile() as captured, open(os.devnull, "wb") as null:
         saved_err, saved_out = os.dup(2), os.dup(1)
         os.dup2(captured.fileno(), 2)
         os.dup2(null.fileno(), 1)
+        sys.stderr = open(2, "w", closefd=False, encoding="utf-8", errors="replace")  # noqa: SIM115
+        sys.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="replace")  # noqa: SIM115
         try:
             try:
                 code = app(command, prog_name="graphopt", standalone_mode=False)
@@ -161,13 +168,16 @@ def run_in_process(command: list[str]) -> tuple[int, str]:
 
                 traceback.print_exc()
                 code = -1
+        finally:
             sys.stderr.flush()
             sys.stdout.flush()
-        finally:
+            sys.stderr, sys.stdout = saved
             os.dup2(saved_err, 2)
             os.dup2(saved_out, 1)
             os.close(saved_err)
             os.close(saved_out)
+            for handler in logging.root.handlers[:]:
+                logging.root.removeHandler(handler)
         captured.seek(0)
         return code, captured.read().decode("utf-8", errors="replace")
 

@@ -56,9 +56,15 @@ def optimize(
     if output is not None and source.path is not None and Path(output).resolve() == source.path.resolve():
         raise BadInput(f"refusing to overwrite the input {source.path}; choose another output path")
     graph = source.graph
-    # Bad inputs for the check are found before any work is done.
-    feeds = prepare_feeds(graph, inputs=inputs, seed=seed, input_shapes=input_shapes) if verify else None
     seconds["load"] = time.perf_counter() - start
+    reference = None
+    if verify:
+        # The original runs before any work: bad inputs for the check, and a model the runtime cannot
+        # run (a damaged one the checker let through), are refused first.
+        start = time.perf_counter()
+        feeds = prepare_feeds(graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
+        reference = Reference.of(source, feeds, tolerances)
+        seconds["reference"] = time.perf_counter() - start
     ops_before, traffic_before = op_counts(graph), estimate_traffic(graph)
 
     start = time.perf_counter()
@@ -77,10 +83,11 @@ def optimize(
         traffic_before=traffic_before,
         traffic_after=estimate_traffic(graph),
         seconds=seconds,
+        notes=list(graph.meta.get("notes", ())),
     )
-    if verify:
+    if reference is not None:
         start = time.perf_counter()
-        report.verification = _verify(model, source, optimized, passes, feeds, seed, tolerances, bisect)
+        report.verification = _verify(model, optimized, passes, reference, seed, bisect)
         seconds["verify"] = time.perf_counter() - start
         if not report.verification["ok"]:
             message = f"the optimized model computes different outputs: {report.verification['summary']}"
@@ -97,15 +104,13 @@ def optimize(
     return Optimized(optimized, report)
 
 
-def _verify(model, source, optimized, passes: Sequence[Pass], feeds, seed, tolerances, bisect):
-    reference = Reference.of(source, feeds, tolerances)
+def _verify(model, optimized, passes: Sequence[Pass], reference: Reference, seed: int, bisect: bool):
     verdict = reference.check(optimized)
     verdict["inputs"] = reference.describe_inputs()
     verdict["seed"] = seed
     if not verdict["ok"] and bisect:
         from .bisect import bisect as find_culprit
 
-        del optimized  # (the caller's reference keeps it; a bisection holds one candidate at a time)
         culprit = find_culprit(model, passes, reference)
         verdict["culprit"] = None if culprit is None else culprit.to_json()
     return verdict

@@ -24,7 +24,7 @@ def onnx_session(model: onnx.ModelProto | str | Path, source_dir: Path | None = 
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # (errors come back as exceptions; its log lines would repeat them)
     if exact:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     with contextlib.suppress(ImportError, FileNotFoundError, OSError):

@@ -36,6 +36,8 @@ def check_norm(norm: Node) -> Fail | None:
         return Fail(f"{x.name!r} is {x.dtype}; the fused kernels take float32, float16 and bfloat16")
     if x.rank is None or "axis" not in norm.attrs:
         return Fail(f"rank of {x.name!r} is unknown")
+    if not 0 <= norm.attrs.get("eps", 0.0) < float("inf"):  # (also refuses NaN)
+        return Fail(f"epsilon {norm.attrs['eps']} of {norm.name!r} is not a finite non-negative number")
     normalized = x.shape[norm.attrs["axis"] :]
     for name, weight in zip(("scale", "bias"), norm.inputs[1:], strict=False):
         if weight is None:

@@ -86,6 +86,8 @@ def _check(match, reduce_names):
     eps = constant_of(match["eps"])
     if eps is None or eps.scalar() is None:
         return Fail(f"epsilon {match['eps'].name!r} is not a constant scalar")
+    if not 0 <= eps.scalar() < float("inf"):  # (also refuses NaN: a norm op's epsilon must be a number)
+        return Fail(f"epsilon {match['eps'].name!r} is {eps.scalar()}, not a finite non-negative number")
     axis = _trailing_axis(match, reduce_names)
     if isinstance(axis, Fail):
         return axis

@@ -181,7 +181,8 @@ def _ones_like_norm(e: Emitter, node: Node, fill: float) -> str:
 
 def _layer_norm(e: Emitter, node: Node) -> None:
     if e.opset < 17:
-        raise GraphError(f"{node.name}: LayerNormalization needs opset 17, the model has {e.opset}")
+        _layer_norm_in_ops(e, node)
+        return
     scale = node.input(1) if node.input(1) is not None else _ones_like_norm(e, node, 1.0)
     inputs = [node.input(0), scale] + ([node.input(2)] if node.input(2) is not None else [])
     e.node(
@@ -192,6 +193,32 @@ def _layer_norm(e: Emitter, node: Node) -> None:
         axis=node.attrs["axis"],
         epsilon=node.attrs["eps"],
     )
+
+
+def _layer_norm_in_ops(e: Emitter, node: Node) -> None:
+    """LayerNormalization is opset 17: before it, the spelling exporters used (a norm recognized in an
+    older model, or batched from per-slice norms, goes back as it came)."""
+    x, axis, eps = node.input(0), node.attrs["axis"], node.attrs["eps"]
+    axes = list(range(axis % x.rank, x.rank))
+    mean, centered, square, variance, shifted, root = (
+        e.temp(f"{node.name}_{s}") for s in ("mean", "d", "sq", "var", "eps", "std")
+    )
+    _emit_reduce_mean(e, x, mean, axes, True, f"{node.name}/mean")
+    e.node("Sub", [x, mean], [centered], name=f"{node.name}/sub")
+    e.node("Mul", [centered, centered], [square], name=f"{node.name}/square")
+    _emit_reduce_mean(e, square, variance, axes, True, f"{node.name}/var")
+    epsilon = e.const(np.asarray(eps, x.dtype.numpy), f"{node.name}_epsilon")
+    e.node("Add", [variance, epsilon], [shifted], name=f"{node.name}/add_eps")
+    e.node("Sqrt", [shifted], [root], name=f"{node.name}/sqrt")
+    steps = [("Mul", node.input(1)), ("Add", node.input(2))]
+    steps = [(op, w) for op, w in steps if w is not None]
+    out = _outs(node)[0] if not steps else e.temp(f"{node.name}_n")
+    e.node("Div", [centered, root], [out], name=f"{node.name}/div" if steps else node.name)
+    for i, (op, weight) in enumerate(steps):
+        last = i == len(steps) - 1
+        result = _outs(node)[0] if last else e.temp(f"{node.name}_scaled")
+        e.node(op, [out, weight], [result], name=node.name if last else f"{node.name}/scale")
+        out = result
 
 
 def _rms_norm(e: Emitter, node: Node) -> None:

@@ -34,7 +34,7 @@ def from_onnx(
     base = Path(base_dir) if base_dir is not None else None
     if base is not None:
         check_external_data(model, base, where)
-    types = _infer_types(model)
+    types, inference_problem = _infer_types(model)
     onnx_graph = model.graph
     graph = Graph(onnx_graph.name or "main")
     graph.meta.update(
@@ -76,6 +76,10 @@ def from_onnx(
         )
     graph.set_outputs([scope[o.name] for o in onnx_graph.output])
     _validate(model, where, path)  # after our own structural checks, which name what is wrong more precisely
+    if inference_problem:  # a note in the report (not a warning on stderr: the model may still be refused)
+        note = f"ONNX shape inference failed ({inference_problem}); used the types the model declares"
+        log.info("%s", note)
+        graph.meta.setdefault("notes", []).append(note)
     return graph
 
 
@@ -90,7 +94,11 @@ def _add_node(graph: Graph, proto: onnx.NodeProto, captured: list[str], scope, t
             return value.producer.attrs["value"]
         return None
 
-    translated = translate(proto, opset, const)
+    try:
+        translated = translate(proto, opset, const)
+    except Exception as error:  # a damaged node (a required attribute missing or mistyped): carried
+        log.info("reading %s %r verbatim: %s", proto.op_type, proto.name, error)  # (the checker names it)
+        translated = None
     if translated is None:
         name = f"{proto.domain}.{proto.op_type}" if proto.domain not in ("", "ai.onnx") else proto.op_type
         op, attrs = opaque_name("onnx", name), {}
@@ -136,9 +144,12 @@ def _validate(model: onnx.ModelProto, where: str, path: Path | None) -> None:
     external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
     try:
         onnx.checker.check_model(str(path) if external and path is not None else model)
-    except onnx.checker.ValidationError as error:
-        first = str(error).strip().splitlines()[0]
-        raise BadInput(f"{where} is not a valid ONNX graph: {first}") from None
+    except (onnx.checker.ValidationError, ValueError, RuntimeError) as error:
+        # (ValueError: the checker's report holds bytes that are not text, from damaged names)
+        lines = str(error).strip().splitlines()
+        raise BadInput(
+            f"{where} is not a valid ONNX graph: {lines[0] if lines else type(error).__name__}"
+        ) from None
 
 
 def _topological(
@@ -258,10 +269,11 @@ def _value_type(type_proto: onnx.TypeProto) -> tuple[DType | None, Shape | None]
     return dtype, tuple(dims)
 
 
-def _infer_types(model: onnx.ModelProto) -> dict[str, tuple[DType | None, Shape | None]]:
-    """Types of every value ONNX shape inference can reach, without copying large weights."""
+def _infer_types(model: onnx.ModelProto) -> tuple[dict[str, tuple[DType | None, Shape | None]], str | None]:
+    """Types of every value ONNX shape inference can reach, without copying large weights; and why
+    inference failed, if it did."""
     if sum(len(t.raw_data) for t in model.graph.initializer) <= PROBE_COPY_LIMIT:
-        return _types_of(_inferred(model).graph)
+        return _types_of(model)
     probe = onnx.ModelProto()
     probe.ir_version = model.ir_version
     probe.opset_import.extend(model.opset_import)
@@ -277,23 +289,22 @@ def _infer_types(model: onnx.ModelProto) -> dict[str, tuple[DType | None, Shape 
             graph.initializer.append(tensor)
         elif tensor.name not in declared:
             graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
-    return _types_of(_inferred(probe).graph)
+    return _types_of(probe)
 
 
-def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
+def _types_of(model: onnx.ModelProto) -> tuple[dict[str, tuple[DType | None, Shape | None]], str | None]:
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        inferred, problem = (
+            onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True).graph,
+            None,
+        )
     except Exception as error:  # inference is a help, not a requirement
-        log.warning("ONNX shape inference failed (%s); continuing with the types the model declares", error)
-        return model
-
-
-def _types_of(inferred: onnx.GraphProto) -> dict[str, tuple[DType | None, Shape | None]]:
+        inferred, problem = model.graph, str(error).strip()
     types = {}
     for info in (*inferred.input, *inferred.value_info, *inferred.output):
         if info.type.HasField("tensor_type"):
             types[info.name] = _value_type(info.type)
-    return types
+    return types, problem
 
 
 def _is_small(tensor: onnx.TensorProto) -> bool:

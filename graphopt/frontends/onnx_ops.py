@@ -48,6 +48,8 @@ def _decoded(value: Any) -> Any:
 def translate(node: onnx.NodeProto, opset: int, const: ConstLookup) -> tuple[str, dict[str, Any]] | None:
     """The canonical (op, attrs) of an ONNX node, or None to carry it through verbatim."""
     domain = "" if node.domain == "ai.onnx" else node.domain
+    if "" in node.input and _omits_required_input(node, opset, domain):
+        return None  # (a damaged node: carried as it is, for the checker or the runtime to name)
     if domain == "":
         if node.op_type in _UNARY or node.op_type in _BINARY:
             if node.attribute:
@@ -63,6 +65,22 @@ def translate(node: onnx.NodeProto, opset: int, const: ConstLookup) -> tuple[str
     if handler is None:
         return None
     return handler(node, attributes(node), opset, const)
+
+
+def _omits_required_input(node: onnx.NodeProto, opset: int, domain: str) -> bool:
+    """Whether an input the op's schema does not mark optional is left out (named "")."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, domain)
+    except onnx.defs.SchemaError:
+        return False
+    formal = schema.inputs
+    for index, name in enumerate(node.input):
+        if name:
+            continue
+        parameter = formal[min(index, len(formal) - 1)] if formal else None
+        if parameter is None or parameter.option != onnx.defs.OpSchema.FormalParameterOption.Optional:
+            return True
+    return False
 
 
 def _ints(tensor: Tensor | None) -> tuple[int, ...] | None:
@@ -181,6 +199,8 @@ def _reduce_mean(node, attrs, opset, const):
     axes = tuple(attrs["axes"]) if "axes" in attrs else _const_ints(node, 1, const)
     if attrs.get("noop_with_empty_axes", 0) or (axes is None and _input_name(node, 1)):
         return None
+    if attrs.get("keepdims", 1) not in (0, 1):
+        return None  # (ONNX Runtime keeps dims only for 1; other values have no meaning to rely on)
     canonical = {"keepdims": bool(attrs.get("keepdims", 1))}
     if axes is not None:
         canonical["axes"] = axes

@@ -61,6 +61,78 @@ def check_model_proto(model: onnx.ModelProto, where: str) -> None:
             )
     if not model.graph.output:
         raise BadInput(f"{where} has a graph with no outputs; {EXPECTED}")
+    for tensor in _all_tensors(model.graph):
+        check_tensor_size(tensor, where)
+
+
+# Where each element type keeps its values when they are not raw bytes (and how many per element).
+_TYPED_FIELDS = {
+    onnx.TensorProto.FLOAT: ("float_data", 1),
+    onnx.TensorProto.DOUBLE: ("double_data", 1),
+    onnx.TensorProto.INT64: ("int64_data", 1),
+    onnx.TensorProto.UINT32: ("uint64_data", 1),
+    onnx.TensorProto.UINT64: ("uint64_data", 1),
+    onnx.TensorProto.COMPLEX64: ("float_data", 2),
+    onnx.TensorProto.COMPLEX128: ("double_data", 2),
+}
+
+
+def check_tensor_size(tensor: onnx.TensorProto, where: str) -> None:
+    """The tensor's data holds exactly what its dims and element type say (checked without reading
+    external data): a damaged size would otherwise fail deep inside a pass that reads the values."""
+    if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED) or any(
+        d < 0 for d in tensor.dims
+    ):
+        return  # (the checker names these)
+    count = 1
+    for dim in tensor.dims:
+        count *= dim
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return  # an element type this onnx does not know: the checker names it
+    name = tensor.name or "(unnamed)"
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        length = _external_info(tensor, where).get("length")
+        if length is not None and length != count * itemsize:
+            raise BadInput(
+                f"{where}: tensor {name!r} has {length} bytes of external data; its shape "
+                f"{list(tensor.dims)} and type need {count * itemsize}"
+            )
+        return
+    if tensor.HasField("raw_data"):
+        if len(tensor.raw_data) != count * itemsize:
+            raise BadInput(
+                f"{where}: tensor {name!r} holds {len(tensor.raw_data)} bytes; its shape {list(tensor.dims)} "
+                f"and type need {count * itemsize}"
+            )
+        return
+    field, per_element = _TYPED_FIELDS.get(tensor.data_type, ("int32_data", 1))
+    stored = len(getattr(tensor, field))
+    if stored and stored != count * per_element:
+        raise BadInput(
+            f"{where}: tensor {name!r} holds {stored} values; its shape {list(tensor.dims)} needs "
+            f"{count * per_element}"
+        )
+
+
+def _external_info(tensor: onnx.TensorProto, where: str) -> dict:
+    """location (text), offset and length (non-negative integers) of an externally stored tensor."""
+    info: dict = {}
+    for entry in tensor.external_data:
+        key, value = entry.key, entry.value
+        if not isinstance(value, str) or not isinstance(key, str):
+            raise BadInput(f"{where}: tensor {tensor.name!r} has external data fields that are not text")
+        if key in ("offset", "length"):
+            if not value.isdigit():
+                raise BadInput(
+                    f"{where}: tensor {tensor.name!r} has external data {key} {value!r}; expected a "
+                    "non-negative integer"
+                )
+            info[key] = int(value)
+        else:
+            info[key] = value
+    return info
 
 
 def check_external_data(model: onnx.ModelProto, base_dir: Path, where: str) -> None:
@@ -68,7 +140,7 @@ def check_external_data(model: onnx.ModelProto, base_dir: Path, where: str) -> N
     for tensor in _all_tensors(model.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        info = {entry.key: entry.value for entry in tensor.external_data}
+        info = _external_info(tensor, where)
         location = info.get("location", "")
         file = (base_dir / location).resolve()
         if not location or Path(location).is_absolute() or ".." in Path(location).parts:
@@ -81,7 +153,7 @@ def check_external_data(model: onnx.ModelProto, base_dir: Path, where: str) -> N
                 f"{where}: tensor {tensor.name!r} keeps its data in {location!r}, "
                 "which does not exist beside the model"
             )
-        end = int(info.get("offset", 0)) + int(info.get("length", 0))
+        end = info.get("offset", 0) + info.get("length", 0)
         if end > file.stat().st_size:
             raise BadInput(
                 f"{where}: tensor {tensor.name!r} needs bytes up to {end} of {location!r}, which has "

@@ -68,7 +68,8 @@ def _check_archive(path: Path) -> bool:
             if bad is not None:
                 raise BadInput(f"{path} is corrupt: {bad!r} fails its checksum; {EXPECTED}")
             return any(marker in archive.read(n) for n in models for marker in FUSED_MARKERS)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as error:
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as error:
+        # (NotImplementedError: a damaged header names a compression method zipfile does not have)
         raise BadInput(f"{path} is a damaged zip archive ({error}); {EXPECTED}") from None
 
 

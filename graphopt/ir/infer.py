@@ -190,6 +190,8 @@ def _concat(node: Node) -> list[OutputType]:
     if any(p.shape is None for p in parts):
         return [(parts[0].dtype, None)]
     rank = len(parts[0].shape)
+    if any(len(p.shape) != rank for p in parts):
+        raise GraphError(f"concat {node.name!r} joins tensors of ranks {[len(p.shape) for p in parts]}")
     axis = normalize_axis(node.attrs["axis"], rank)
     sizes = [p.shape[axis] for p in parts]
     total = sum(sizes) if all(isinstance(d, int) for d in sizes) else None

@@ -150,7 +150,10 @@ def _qualify(graph: Graph, rule: Rule, found: Match) -> Match | Fail | None:
         reason = external_use(graph, found.matched, found.root)
         if reason:
             return Fail(reason)
-    return rule.check(found)
+    try:
+        return rule.check(found)
+    except GraphError as error:  # the matched nodes break what the rule relies on (an axis out of range
+        return Fail(str(error))  # in a damaged model): no rewrite, and a near miss that says why
 
 
 def external_use(graph: Graph, matched: Sequence[Node], root: Node) -> str | None:

@@ -1,0 +1,232 @@
+"""Regression tests for what the fuzzing of the loaders and the command line found: each damaged
+file once ended in a traceback, an internal error, a wrong exit code or more than one line."""
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from damaged_models import const, info, matmul_relu, model, run, spelled_layer_norm
+from onnx import TensorProto, helper
+
+import graphopt
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _save(tmp_path, built, name="case.onnx"):
+    path = tmp_path / name
+    path.write_bytes(built.SerializeToString())
+    return path
+
+
+def _one_error_line(tmp_path, path, *fragments, command="optimize"):
+    code, stderr, problem = run(tmp_path, command, path)
+    assert problem is None, problem
+    assert code == 2, stderr
+    for fragment in fragments:
+        assert fragment in stderr, stderr
+
+
+def test_raw_data_of_the_wrong_size_is_bad_input(tmp_path):
+    """A lengthened weight passed the checker (it checks only for too little data) and failed in a
+    pass with 'buffer size must be a multiple of element size'."""
+    built = matmul_relu()
+    built.graph.initializer[0].raw_data += b"\0\0"
+    _one_error_line(tmp_path, _save(tmp_path, built), "tensor 'w' holds 258 bytes; its shape [8, 8]")
+
+
+def test_a_retyped_tensor_is_bad_input(tmp_path):
+    """An int64 shape tensor relabelled float16 has four times the values its dims say."""
+    built = matmul_relu()
+    built.graph.initializer[0].data_type = TensorProto.FLOAT16
+    _one_error_line(tmp_path, _save(tmp_path, built), "holds 256 bytes; its shape [8, 8] and type need 128")
+
+
+def test_an_external_location_that_is_not_text_is_bad_input(tmp_path):
+    """Protobuf gives bytes for a string field that is not UTF-8; the path join raised TypeError."""
+    built = matmul_relu()
+    tensor = built.graph.initializer[0]
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", "WXYZ"
+    data = built.SerializeToString().replace(b"WXYZ", b"\xff\xfe\xff\xfe")
+    path = tmp_path / "case.onnx"
+    path.write_bytes(data)
+    _one_error_line(tmp_path, path, "external data fields that are not text")
+
+
+def test_a_checker_report_that_is_not_text_is_bad_input(tmp_path):
+    """The checker's message quoted a damaged name and raised UnicodeDecodeError instead."""
+    built = matmul_relu()
+    built.graph.node[1].op_type = "QQQQ"
+    path = tmp_path / "case.onnx"
+    path.write_bytes(built.SerializeToString().replace(b"QQQQ", b"\xff\xfe\xff\xfe"))
+    _one_error_line(tmp_path, path, "is not a valid ONNX graph")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda node: node.ClearField("attribute"),  # Concat without its axis: KeyError
+        lambda node: node.attribute[0].CopyFrom(helper.make_attribute("axis", [1, 2])),  # ints: TypeError
+    ],
+    ids=["missing_axis", "mistyped_axis"],
+)
+def test_a_node_missing_or_mistyping_a_required_attribute_is_bad_input(tmp_path, damage):
+    built = model(
+        [helper.make_node("Concat", ["a", "b"], ["y"], axis=1)],
+        [info("a", [2, 3]), info("b", [2, 3])],
+        [info("y", [2, 6])],
+    )
+    damage(built.graph.node[0])
+    _one_error_line(tmp_path, _save(tmp_path, built), "is not a valid ONNX graph")
+
+
+def test_a_constant_with_a_value_of_the_wrong_kind_is_bad_input(tmp_path):
+    built = model(
+        [
+            helper.make_node(
+                "Constant", [], ["c"], value=onnx.numpy_helper.from_array(np.ones(3, np.float32))
+            ),
+            helper.make_node("Add", ["x", "c"], ["y"]),
+        ],
+        [info("x", [3])],
+        [info("y", [3])],
+    )
+    built.graph.node[0].attribute[0].CopyFrom(helper.make_attribute("value", [1.0, 2.0, 3.0]))
+    _one_error_line(tmp_path, _save(tmp_path, built), "is not a valid ONNX graph")
+
+
+def test_a_runtime_failure_is_one_line_without_onnxruntime_log_lines(tmp_path):
+    """A LayerNormalization whose scale does not fit fails inside ONNX Runtime's run, which logged
+    its own error line on stderr before graphopt's."""
+    built = model(
+        [helper.make_node("LayerNormalization", ["x", "scale"], ["y"], axis=-1)],
+        [info("x", [4, 8])],
+        [info("y", [4, 8])],
+        [const("scale", np.ones(3, np.float32))],
+        opset=17,
+    )
+    _one_error_line(tmp_path, _save(tmp_path, built), "ONNX Runtime cannot run the model")
+
+
+def test_a_failed_shape_inference_is_a_report_note_not_a_second_stderr_line(tmp_path, monkeypatch):
+    """Shape inference failing on a model that is then refused printed a warning before the error;
+    for a model that optimizes it is now a note in the report."""
+    built = onnx.load(str(REPO / "models" / "mlp.onnx"))
+    weight = next(t for t in built.graph.initializer if len(t.dims) == 2)
+    weight.dims.append(1)  # (the same bytes: the checker accepts it; inference and the runtime do not)
+    with pytest.raises(onnx.shape_inference.InferenceError):
+        onnx.shape_inference.infer_shapes(built, strict_mode=False, data_prop=True)
+    _one_error_line(tmp_path, _save(tmp_path, built), "ONNX Runtime cannot run the model")
+
+    def fails(*args, **kwargs):
+        raise onnx.shape_inference.InferenceError("[ShapeInferenceError] for this test")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", fails)
+    _, report = graphopt.optimize(matmul_relu())
+    assert report.notes == [
+        "ONNX shape inference failed ([ShapeInferenceError] for this test); used the types the model declares"
+    ]
+
+
+def test_a_nan_epsilon_is_not_fused(tmp_path):
+    """A spelled-out norm with a NaN epsilon became a NormAct that the runtime refuses to run
+    ('attribute epsilon is -nan'): the optimized model failed the numeric check."""
+    path = _save(tmp_path, spelled_layer_norm(float("nan")))
+    code, stderr, problem = run(tmp_path, "optimize", path)
+    assert (code, problem) == (0, None), stderr
+    _, report = graphopt.optimize(spelled_layer_norm(float("nan")))
+    reasons = [m.reason for p in report.passes for m in p.near_misses]
+    assert any("not a finite non-negative number" in r for r in reasons)
+
+
+def test_keepdims_other_than_0_or_1_is_left_as_it_is():
+    """ONNX Runtime keeps dims only for keepdims=1; graphopt read 7 as true and changed the shape."""
+    built = model(
+        [
+            helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], keepdims=7),
+            helper.make_node("Relu", ["m"], ["y"]),
+        ],
+        [info("x", [3, 4])],
+        [info("y", None)],
+        opset=17,
+    )
+    built.graph.output[0].type.tensor_type.shape.dim.add().dim_value = 4
+    _, report = graphopt.optimize(built)
+    assert report.verification["ok"]
+    assert report.verification["outputs"][0]["shape"] == [4]
+
+
+def test_an_axis_out_of_range_is_a_near_miss_not_a_crash(tmp_path):
+    """Split with axis 2147483647 reached a rule's check, which raised GraphError (an internal error
+    with --no-verify; with the check on, the runtime refuses the model first)."""
+    built = model(
+        [
+            helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=2**31 - 1),
+            helper.make_node("Concat", ["a", "b"], ["y"], axis=0),
+        ],
+        [info("x", [4])],
+        [info("y", [4])],
+        [const("sizes", np.array([2, 2], np.int64))],
+    )
+    path = _save(tmp_path, built)
+    code, stderr, problem = run(tmp_path, "optimize", path, "--no-verify")
+    assert (code, problem) == (0, None), stderr
+    _one_error_line(tmp_path, path, "ONNX Runtime cannot run the model")
+
+
+def test_an_omitted_required_input_is_carried_not_translated(tmp_path):
+    """Concat with an input named "" (omitted) reached the batching passes as None and crashed them."""
+    built = model(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Concat", ["r", ""], ["y"], axis=0)],
+        [info("x", [4])],
+        [info("y", [4])],
+    )
+    path = _save(tmp_path, built)
+    code, stderr, problem = run(tmp_path, "optimize", path, "--no-verify")
+    assert problem is None and code in (0, 2), stderr
+
+
+def test_a_damaged_compression_method_in_a_pt2_is_bad_input(tmp_path):
+    """zipfile raises NotImplementedError for an unknown compression method; it was an internal error."""
+    data = bytearray((REPO / "models" / "split_stack.pt2").read_bytes())
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+        where = data.find(signature)
+        data[where + offset : where + offset + 2] = (99).to_bytes(2, "little")
+    path = tmp_path / "case.pt2"
+    path.write_bytes(bytes(data))
+    with pytest.raises(NotImplementedError), zipfile.ZipFile(path) as archive:
+        archive.read(archive.namelist()[0])
+    _one_error_line(tmp_path, path, "damaged zip archive")
+
+
+def test_a_concat_of_different_ranks_is_bad_input(tmp_path):
+    """The frontend's shape rules indexed past the end of a scalar's shape (IndexError, an internal
+    error) while reading a Concat of a scalar and a matrix."""
+    built = model(
+        [helper.make_node("Concat", ["x", "c"], ["y"], axis=1)],
+        [info("x", [2, 3])],
+        [info("y", [2, 4])],
+        [const("c", np.float32(1.0))],
+    )
+    _one_error_line(tmp_path, _save(tmp_path, built))
+
+
+def test_a_norm_recognized_below_opset_17_is_written_out(tmp_path):
+    """A spelled-out layer norm in an opset 13 model was recognized, and then could not be written:
+    LayerNormalization is opset 17 ('needs opset 17', an internal error)."""
+    built = spelled_layer_norm(1e-5)
+    built.opset_import[0].version = 13
+    built.graph.node[-1].op_type = "Identity"  # (no activation after it: the norm stays a norm)
+    built.graph.initializer.append(const("scale", np.linspace(0.5, 1.5, 8, dtype=np.float32)))
+    built.graph.node.insert(7, helper.make_node("Mul", ["n", "scale"], ["n2"]))
+    built.graph.node[-1].input[0] = "n2"
+    optimized, report = graphopt.optimize(built)
+    assert report.rule_counts["layer_norm_from_ops[mul,div]"] == 1
+    assert "LayerNormalization" not in [n.op_type for n in optimized.graph.node]
+    code, stderr, problem = run(tmp_path, "optimize", _save(tmp_path, built))
+    assert (code, problem) == (0, None), stderr
