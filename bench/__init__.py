@@ -1,0 +1,1 @@
+"""Benchmark scripts and their recorded results (bench/results/)."""
