@@ -67,8 +67,9 @@ def from_onnx(
         scope[sparse.values.name] = graph.add_constant(dense, sparse.values.name)
     opset = graph.meta["opset"].get("", 0)
     captured = [_captured_names(node) for node in onnx_graph.node]
+    declared = {info.name for info in (*onnx_graph.value_info, *onnx_graph.output)}
     for index in _topological(onnx_graph, captured, set(scope), where):
-        _add_node(graph, onnx_graph.node[index], captured[index], scope, types, opset)
+        _add_node(graph, onnx_graph.node[index], captured[index], scope, types, opset, declared)
     missing = [o.name for o in onnx_graph.output if o.name not in scope]
     if missing:
         raise BadInput(
@@ -83,7 +84,9 @@ def from_onnx(
     return graph
 
 
-def _add_node(graph: Graph, proto: onnx.NodeProto, captured: list[str], scope, types, opset: int) -> None:
+def _add_node(
+    graph: Graph, proto: onnx.NodeProto, captured: list[str], scope, types, opset: int, declared: set[str]
+) -> None:
     def const(name: str) -> Tensor | None:
         value = scope.get(name)
         if value is None:
@@ -118,26 +121,37 @@ def _add_node(graph: Graph, proto: onnx.NodeProto, captured: list[str], scope, t
     node.meta["omitted_outputs"] = [i for i, name in enumerate(proto.output) if not name]
     for value in node.outputs:
         scope[value.name] = value
-    _fill_types(node)
+    _fill_types(node, any(v.name in declared for v in node.outputs))
 
 
 def _default_name(proto: onnx.NodeProto) -> str:
     return f"{proto.op_type}_{proto.output[0] if proto.output else ''}"
 
 
-def _fill_types(node) -> None:
-    """Where ONNX shape inference gave up, the canonical rules may still know."""
-    if all(v.dtype is not None and v.shape is not None for v in node.outputs) or ":" in node.op:
+def _fill_types(node, declared: bool) -> None:
+    """Where ONNX shape inference gave up, the canonical rules may still know. And where the model
+    declares a shape (value_info, graph outputs) that the op does not compute, the op's wins: ONNX
+    Runtime computes the op's, and ONNX shape inference keeps a declared shape it disagrees with."""
+    complete = all(v.dtype is not None and v.shape is not None for v in node.outputs)
+    if ":" in node.op or (complete and not declared):
         return
     from ..ir import infer_outputs
 
     try:
         inferred = infer_outputs(node)
-    except (GraphError, KeyError, TypeError, ValueError):
+    except (GraphError, KeyError, TypeError, ValueError, IndexError):
         return
     for value, (dtype, shape) in zip(node.outputs, inferred, strict=False):
         value.dtype = value.dtype or dtype
-        value.shape = value.shape if value.shape is not None else shape
+        if value.shape is None:
+            value.shape = shape
+        elif _static(shape) and _static(value.shape) and tuple(shape) != tuple(value.shape):
+            log.info("%r is declared %s but %s gives %s", value.name, value.shape, node.op, shape)
+            value.shape = tuple(shape)
+
+
+def _static(shape) -> bool:
+    return shape is not None and all(isinstance(d, int) for d in shape)
 
 
 def _validate(model: onnx.ModelProto, where: str, path: Path | None) -> None:
@@ -293,15 +307,14 @@ def _infer_types(model: onnx.ModelProto) -> tuple[dict[str, tuple[DType | None, 
 
 
 def _types_of(model: onnx.ModelProto) -> tuple[dict[str, tuple[DType | None, Shape | None]], str | None]:
+    """Types by value name, and why shape inference failed, if it did."""
     try:
-        inferred, problem = (
-            onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True).graph,
-            None,
-        )
+        inferred, problem = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True), None
     except Exception as error:  # inference is a help, not a requirement
-        inferred, problem = model.graph, str(error).strip()
+        inferred, problem = model, str(error).strip()
     types = {}
-    for info in (*inferred.input, *inferred.value_info, *inferred.output):
+    graph = inferred.graph
+    for info in (*graph.input, *graph.value_info, *graph.output):
         if info.type.HasField("tensor_type"):
             types[info.name] = _value_type(info.type)
     return types, problem

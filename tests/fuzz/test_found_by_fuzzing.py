@@ -230,3 +230,22 @@ def test_a_norm_recognized_below_opset_17_is_written_out(tmp_path):
     assert "LayerNormalization" not in [n.op_type for n in optimized.graph.node]
     code, stderr, problem = run(tmp_path, "optimize", _save(tmp_path, built))
     assert (code, problem) == (0, None), stderr
+
+
+def test_declared_shapes_that_contradict_the_ops_are_not_trusted():
+    """A Concat's axis changed while the declared output shape stayed: shape inference keeps a
+    declared shape it disagrees with, the declared [2, 4, 8] was believed, and batch_split_chains
+    restored that layout instead of the [2, 16, 2] the runtime computes (the numeric check caught
+    it and refused to write)."""
+    nodes = [helper.make_node("Split", ["x", "sizes"], [f"p{i}" for i in range(4)], axis=2)]
+    nodes += [helper.make_node("Tanh", [f"p{i}"], [f"t{i}"]) for i in range(4)]
+    nodes.append(helper.make_node("Concat", [f"t{i}" for i in range(4)], ["y"], axis=1))
+    built = model(
+        nodes, [info("x", [2, 4, 8])], [info("y", [2, 4, 8])], [const("sizes", np.full(4, 2, np.int64))]
+    )
+    inferred = onnx.shape_inference.infer_shapes(built, strict_mode=False, data_prop=True)
+    assert [d.dim_value for d in inferred.graph.output[0].type.tensor_type.shape.dim] == [2, 4, 8]
+    _, report = graphopt.optimize(built)
+    assert report.verification["ok"]
+    assert report.verification["outputs"][0]["shape"] == [2, 16, 2]
+    assert report.rule_counts.get("batch_split_chains") == 1
