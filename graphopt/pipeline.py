@@ -41,6 +41,7 @@ PIPELINE: tuple[Pass, ...] = (
     recognize_stack.PASS,
     recognize_activations.PASS,
     recognize_norms.PASS,
+    eliminate_common_subexpressions.AFTER_RECOGNITION,
     batch_split_chains.PASS,
     batch_parallel_chains.PASS,
     collapse_reshapes.PASS,

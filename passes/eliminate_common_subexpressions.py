@@ -8,9 +8,14 @@ norm and activation patterns, which expect one ``x - mean`` read twice, match bo
 
 from __future__ import annotations
 
-from graphopt.ir import Graph, is_canonical
+from graphopt.ir import Graph, constant_of, is_canonical
 from graphopt.ir.attrs import frozen
+from graphopt.ir.ops import COMMUTATIVE
 from graphopt.rewrite import Pass, RewriteStats
+
+# Constants up to this many elements count as the same input when their values are equal: exporters
+# give each use of a scalar (the 0.5 of a GELU, a norm's epsilon) its own initializer or Constant.
+SMALL_CONSTANT = 64
 
 
 def run(graph: Graph) -> RewriteStats:
@@ -19,7 +24,10 @@ def run(graph: Graph) -> RewriteStats:
     for node in graph:
         if not is_canonical(node.op) or node.meta.get("side_effects") or not node.outputs:
             continue
-        key = (node.op, tuple(id(v) for v in node.inputs), frozen(node.attrs))
+        inputs = [_identity(v) for v in node.inputs]
+        if node.op in COMMUTATIVE:
+            inputs.sort(key=repr)  # (x * s and s * x are one product)
+        key = (node.op, tuple(inputs), frozen(node.attrs))
         first = seen.setdefault(key, node)
         if first is node or any(graph.is_output(v) for v in node.outputs):
             continue
@@ -30,8 +38,32 @@ def run(graph: Graph) -> RewriteStats:
     return stats
 
 
+def _identity(value) -> object:
+    """What makes two inputs the same: the value itself, or a small constant's dtype, shape and bytes.
+
+    (Without the second, two identical spelled-out activations of one value stay apart here, become
+    two activation ops, and are written back as two spellings whose first steps the next run merges:
+    optimizing twice would differ from optimizing once.)"""
+    if value is None:
+        return None
+    tensor = constant_of(value)
+    if tensor is None or tensor.nbytes > SMALL_CONSTANT * 8:
+        return id(value)
+    array = tensor.numpy()
+    return ("constant", str(array.dtype), array.shape, array.tobytes())
+
+
 PASS = Pass(
     "eliminate_common_subexpressions",
     "Merge nodes that compute the same canonical op on the same inputs.",
+    run,
+)
+
+# Once more after the recognitions: two spellings of one activation or norm of one value (``F.silu(x)``
+# and ``x * sigmoid(x)``) become two equal ops only then. Left apart, they are written back as two
+# spellings that the next run merges and recognizes differently, so a second run would change the model.
+AFTER_RECOGNITION = Pass(
+    "merge_recognized_duplicates",
+    "Merge equal ops that the recognition passes made (two spellings of one activation of one value).",
     run,
 )

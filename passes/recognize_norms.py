@@ -74,10 +74,35 @@ def _trailing_axis(match, reduce_names) -> int | Fail:
     return axes[0]
 
 
+def _private(match) -> Fail | None:
+    """Why the norm's intermediates cannot go, or None. The statistics (the mean, the centered value,
+    the square and its mean) may have other readers: two norms of one tensor with different epsilons
+    share them once common subexpressions are merged, and each norm is still recognized, the
+    statistics staying computed until the last one is."""
+    var = match.node("var")
+    square = var.input(0).producer
+    centered = square.input(0).producer if square is not None else None  # (x - mean; x's producer in RMS)
+    shared = {var, square, centered, match.nodes.get("mean")}
+    graph, inside = match.root.graph, set(match.matched)
+    for node in match.matched:
+        if node is match.root or node in shared:
+            continue
+        for value in node.outputs:
+            if graph.is_output(value):
+                return Fail(f"{value.name!r} is a graph output")
+            for use in value.uses:
+                if use.node not in inside:
+                    return Fail(f"{value.name!r} is also read by {use.node.op} {use.node.name!r}")
+    return None
+
+
 def _check(match, reduce_names):
     x = match["x"]
     if x.dtype is None or not x.dtype.is_float:
         return None
+    private = _private(match)
+    if private is not None:
+        return private
     if "mean" in match.nodes and "var" in match.nodes and match.node("var").op == Op.VAR_MEAN:
         if match.node("mean") is not match.node("var"):
             return None
@@ -206,12 +231,25 @@ PASS = rewrite_pass(
                 _layer_norm_pattern(s, i),
                 replace_layer_norm,
                 check_layer_norm,
+                allow_external_uses=True,  # (check_layer_norm allows them for the statistics only)
             )
             for s, i in _FORMS
         ),
-        Rule("layer_norm_from_var_mean", var_mean_pattern, replace_layer_norm, check_layer_norm),
+        Rule(
+            "layer_norm_from_var_mean",
+            var_mean_pattern,
+            replace_layer_norm,
+            check_layer_norm,
+            allow_external_uses=True,
+        ),
         *(
-            Rule(f"rms_norm_from_ops[{s},{i}]", _rms_norm_pattern(s, i), replace_rms_norm, check_rms_norm)
+            Rule(
+                f"rms_norm_from_ops[{s},{i}]",
+                _rms_norm_pattern(s, i),
+                replace_rms_norm,
+                check_rms_norm,
+                allow_external_uses=True,
+            )
             for s, i in _FORMS
         ),
         Rule("fold_norm_scale", scale_pattern, replace_scale, check_scale),

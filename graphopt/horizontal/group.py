@@ -10,7 +10,7 @@ from ..rewrite import Builder, Decline, Fail, Match
 from .batch_ops import RULES, Batched, Constant, Operand, move_axis
 from .chains import Chain, first_difference, signature, trace_chain
 from .reachability import depends_on_any
-from .sources import Source, pieces_exclusive, split_source, value_source
+from .sources import Source, piece_shared, read_elsewhere, split_source, value_source
 
 
 @dataclass
@@ -46,7 +46,7 @@ def find_group(match: Match, *, independent: bool) -> Match | Fail | None:
     reference = signature(chains[0])
     if any(signature(c) != reference for c in chains[1:]):
         return Fail(first_difference(chains))
-    reason = pieces_exclusive(chains, combine, independent)
+    reason = piece_shared(chains)
     if reason:
         return Fail(reason)
     if independent:
@@ -60,7 +60,8 @@ def find_group(match: Match, *, independent: bool) -> Match | Fail | None:
     if isinstance(source, Fail):
         return source
     match.matched.extend(node for chain in chains for node in chain.nodes)
-    match.matched.extend(source.consumed)
+    if not read_elsewhere(chains, combine):
+        match.matched.extend(source.consumed)
     return match.with_info(group=Group(chains, source))
 
 

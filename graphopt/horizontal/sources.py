@@ -26,21 +26,24 @@ class Source:
     consumed: list[Node] = field(default_factory=list)
 
 
-def pieces_exclusive(chains: list[Chain], combine: Node, independent: bool = False) -> str | None:
-    """Why some piece is read outside its own chain, or None. Independent pieces are stacked, not
-    consumed, so other readers (a size read, another layer) keep reading them as before."""
+def piece_shared(chains: list[Chain]) -> str | None:
+    """Why the chains cannot own their pieces (one piece read by two chains), or None."""
     seen: set[Value] = set()
-    for i, chain in enumerate(chains):
+    for chain in chains:
         if chain.piece in seen:
             return f"piece {chain.piece.name!r} is used by more than one chain"
         seen.add(chain.piece)
-        if independent:
-            continue
-        members = set(chain.nodes) or {combine}
-        for use in chain.piece.uses:
-            if use.node not in members:
-                return f"piece {i} ({chain.piece.name!r}) is also read by {use.node.op} {use.node.name!r}"
     return None
+
+
+def read_elsewhere(chains: list[Chain], combine: Node) -> bool:
+    """Whether some piece is also read outside its own chain. Its split (slice, gather) then stays
+    for those readers, while the batched chain reads the source through a free view as before."""
+    for chain in chains:
+        members = set(chain.nodes) or {combine}
+        if any(use.node not in members for use in chain.piece.uses):
+            return True
+    return False
 
 
 def split_source(chains: list[Chain]) -> Source | Fail | None:

@@ -68,11 +68,10 @@ def test_the_check_runs_models_as_written_not_as_the_runtime_refuses_them():
         opset=17,
     )
     x = np.random.default_rng(0).standard_normal((2, 4, 24))
-    fused_by_runtime = run_onnx(model, {"x": x})[1][0]
     as_written = run_onnx(model, {"x": x}, exact=True)[1][0]
     reference = x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6) * np.linspace(0.5, 1.5, 24)
+    # (Whether the runtime's own fusion loses precision depends on its version: 1.2x did, by 6e-6.)
     assert np.abs(as_written - reference).max() < 1e-12
-    assert np.abs(fused_by_runtime - reference).max() > 1e-9  # (what the check must not compare)
     optimize_checked(model)
 
 
@@ -241,3 +240,99 @@ def test_a_float64_gelu_is_written_out_not_given_to_the_runtime_kernel():
     optimized, report = optimize_checked(model)
     assert report.rule_counts.get("gelu_tanh_from_ops[half_last,mul_inner]") == 1
     assert "Gelu" not in [n.op_type for n in optimized.graph.node]
+
+
+def _layer_norm_nodes(x, eps, out):
+    """A spelled-out layer norm of ``x`` with its own epsilon constant ``eps``."""
+    return [
+        helper.make_node("ReduceMean", [x], [f"{out}_mean"], axes=[-1]),
+        helper.make_node("Sub", [x, f"{out}_mean"], [f"{out}_d"]),
+        helper.make_node("Mul", [f"{out}_d", f"{out}_d"], [f"{out}_sq"]),
+        helper.make_node("ReduceMean", [f"{out}_sq"], [f"{out}_var"], axes=[-1]),
+        helper.make_node("Add", [f"{out}_var", eps], [f"{out}_ve"]),
+        helper.make_node("Sqrt", [f"{out}_ve"], [f"{out}_std"]),
+        helper.make_node("Div", [f"{out}_d", f"{out}_std"], [out]),
+    ]
+
+
+def test_two_norms_sharing_their_statistics_are_both_recognized_in_the_first_run():
+    """Two norms of one tensor with different epsilons share the mean and the variance once common
+    subexpressions merge; the first norm was refused (its statistics had another reader), so only a
+    second run recognized it (found as random programs 3441 and 4896)."""
+    model = _model(
+        _layer_norm_nodes("x", "eps1", "y1") + _layer_norm_nodes("x", "eps2", "y2"),
+        [_info("x", [4, 16])],
+        [_info("y1", [4, 16]), _info("y2", [4, 16])],
+        [_const("eps1", np.float32(1e-5)), _const("eps2", np.float32(1e-3))],
+        opset=17,
+    )
+    once, _ = optimize_checked(model)
+    assert not {"ReduceMean", "Sqrt", "Div"} & {n.op_type for n in once.graph.node}
+    twice, _ = optimize_checked(once)
+    assert ops(twice) == ops(once)
+
+
+def test_two_spellings_of_one_activation_merge_in_the_first_run():
+    """``silu(x)`` next to ``x * sigmoid(x)``, each scaled by its own 0.5 constant: the two became equal
+    ops only after recognition, and equal small constants counted as different inputs, so a second run
+    merged what the first had left apart (found as random program 9509)."""
+    model = _model(
+        [
+            helper.make_node("Sigmoid", ["x"], ["s1"]),
+            helper.make_node("Mul", ["x", "s1"], ["a1"]),
+            helper.make_node("Mul", ["a1", "half1"], ["y1"]),
+            helper.make_node("Sigmoid", ["x"], ["s2"]),
+            helper.make_node("Mul", ["s2", "x"], ["a2"]),
+            helper.make_node("Mul", ["a2", "half2"], ["y2"]),
+            helper.make_node("Add", ["y1", "y2"], ["y"]),
+        ],
+        [_info("x", [4, 16])],
+        [_info("y", [4, 16])],
+        [_const("half1", np.float32(0.5)), _const("half2", np.float32(0.5))],
+    )
+    once, _ = optimize_checked(model)
+    assert [n.op_type for n in once.graph.node].count("Mul") <= 2
+    twice, _ = optimize_checked(once)
+    assert ops(twice) == ops(once)
+
+
+class _SplitPiecesWithOtherReaders(torch.nn.Module):
+    def forward(self, x):
+        a, b = torch.chunk(x, 2, dim=-1)
+        y = torch.stack([torch.tanh(torch.nn.functional.layer_norm(p, (4,))) for p in (a, b)])
+        return y, a * 2.0
+
+
+def test_split_pieces_with_other_readers_batch_in_the_first_run():
+    """A piece of the split that something else also reads kept the split chains apart until their
+    norms fused, after which a second run batched them as independent chains (random program 912).
+    The split now stays for its other readers and the chains read the source through a view."""
+    program = torch.export.export(_SplitPiecesWithOtherReaders(), (torch.randn(3, 8),))
+    once, report = optimize_checked(program)
+    assert report.rule_counts.get("batch_split_chains") == 1
+    twice, _ = optimize_checked(once)
+    assert ops(twice) == ops(once)
+
+
+def test_onnx_split_pieces_with_other_readers_keep_the_split():
+    model = _model(
+        [
+            helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
+            helper.make_node("Tanh", ["a"], ["a1"]),
+            helper.make_node("Sigmoid", ["a1"], ["a2"]),
+            helper.make_node("Tanh", ["b"], ["b1"]),
+            helper.make_node("Sigmoid", ["b1"], ["b2"]),
+            helper.make_node("Unsqueeze", ["a2", "zero"], ["a3"]),
+            helper.make_node("Unsqueeze", ["b2", "zero"], ["b3"]),
+            helper.make_node("Concat", ["a3", "b3"], ["y"], axis=0),
+            helper.make_node("Relu", ["b"], ["other"]),
+        ],
+        [_info("x", [3, 8])],
+        [_info("y", [2, 3, 4]), _info("other", [3, 4])],
+        [_const("zero", np.array([0], np.int64))],
+    )
+    optimized, report = optimize_checked(model)
+    assert report.rule_counts.get("batch_split_chains") == 1
+    op_types = [n.op_type for n in optimized.graph.node]
+    assert op_types.count("Tanh") == 1 and op_types.count("Sigmoid") == 1
+    assert "Split" in op_types  # (for the Relu)
