@@ -41,9 +41,10 @@ PIPELINE: tuple[Pass, ...] = (
     recognize_stack.PASS,
     recognize_activations.PASS,
     recognize_norms.PASS,
-    eliminate_common_subexpressions.AFTER_RECOGNITION,
     batch_split_chains.PASS,
     batch_parallel_chains.PASS,
+    # (after batching too: two batched rewrites of one source each view it the same way)
+    eliminate_common_subexpressions.AFTER_RECOGNITION,
     collapse_reshapes.PASS,
     fuse_norm_act.PASS,
     fuse_norm_act_linear.PASS,

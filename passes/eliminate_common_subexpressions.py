@@ -59,11 +59,12 @@ PASS = Pass(
     run,
 )
 
-# Once more after the recognitions: two spellings of one activation or norm of one value (``F.silu(x)``
-# and ``x * sigmoid(x)``) become two equal ops only then. Left apart, they are written back as two
-# spellings that the next run merges and recognizes differently, so a second run would change the model.
+# Once more after the recognitions and the batching: two spellings of one activation or norm of one
+# value (``F.silu(x)`` and ``x * sigmoid(x)``) become two equal ops only then, and two batched groups
+# that split one source each view it the same way. Left apart, they are written back as two spellings
+# or views that the next run merges, so a second run would change the model.
 AFTER_RECOGNITION = Pass(
     "merge_recognized_duplicates",
-    "Merge equal ops that the recognition passes made (two spellings of one activation of one value).",
+    "Merge equal ops that recognition and batching made (two spellings of one activation of one value).",
     run,
 )

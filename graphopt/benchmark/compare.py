@@ -17,6 +17,7 @@ import torch
 import graphopt
 from graphopt.runtime import cuda_graphed, direct_callable, to_device
 
+from .floors import measure_floors
 from .ort_cuda import ort_cuda_callable
 from .timing import copy_bandwidth_bytes_per_s, gpu_us, start_to_finish_us
 
@@ -187,6 +188,7 @@ def _run(program, *, iters: int, warmup: int, compile_modes) -> dict[str, Any]:
         "bytes_moved": moved + weights,
         "roofline_us": (moved + weights) / bandwidth * 1e6,
         "rows": [row.__dict__ for row in rows],
+        "floors_us": measure_floors(iters=iters, warmup=warmup),
     }
 
 

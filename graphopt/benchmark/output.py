@@ -33,7 +33,16 @@ def table(result: dict[str, Any]) -> str:
             f"{row['variant']:<50} {row['model']:<9} {s2f:>18.1f} {gpu_text:>8} {speedup:>8} {over:>10} "
             f"{row['max_abs_error']:>11.2e}"
         )
+    floors = result.get("floors_us")
+    if floors:
+        lines.append("")
+        lines.append("runtime floors (start-to-finish of one op on four floats, same run):")
+        lines += [f"  {label:<48} {_floor(value)}" for label, value in floors.items()]
     return "\n".join(lines)
+
+
+def _floor(value) -> str:
+    return f"{value:>8.1f} µs" if isinstance(value, int | float) else f"not measured: {value}"
 
 
 def write(result: dict[str, Any], folder: Path, stem: str) -> list[Path]:

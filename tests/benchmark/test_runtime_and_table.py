@@ -34,3 +34,18 @@ def test_table_reports_speedup_against_eager_and_roofline():
     text = table(result)
     assert "25.0×" in text and "1.50" in text
     assert "ORT CUDA EP" in text and "failed: RuntimeError: no CUDA EP" in text
+
+
+def test_table_lists_the_runtime_floors_and_why_one_is_missing():
+    result = {
+        "device": "GPU",
+        "torch": "2.x",
+        "roofline_us": 5.0,
+        "bytes_moved": 15_000_000,
+        "copy_bandwidth_TBps": 3.0,
+        "rows": [],
+        "floors_us": {"torch: one relu": 12.25, "ORT CUDA EP: one Relu": "no CUDA execution provider"},
+    }
+    lines = table(result).splitlines()
+    assert any("torch: one relu" in line and "12.2 µs" in line for line in lines)
+    assert any("ORT CUDA EP: one Relu" in line and "not measured: no CUDA" in line for line in lines)

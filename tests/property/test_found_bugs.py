@@ -336,3 +336,21 @@ def test_onnx_split_pieces_with_other_readers_keep_the_split():
     op_types = [n.op_type for n in optimized.graph.node]
     assert op_types.count("Tanh") == 1 and op_types.count("Sigmoid") == 1
     assert "Split" in op_types  # (for the Relu)
+
+
+def test_two_batched_groups_of_one_source_share_its_view():
+    """Two split → chains → concat groups over one input each became a reshape of it to the same
+    shape; the second run merged the two (found as random program 2060)."""
+    nodes = []
+    for group, activation in (("a", "Tanh"), ("b", "Relu")):
+        pieces = [f"{group}{i}" for i in range(3)]
+        nodes.append(helper.make_node("Split", ["x"], pieces, axis=1, num_outputs=3))
+        nodes += [helper.make_node(activation, [p], [f"{p}_out"]) for p in pieces]
+        nodes.append(helper.make_node("Concat", [f"{p}_out" for p in pieces], [f"y_{group}"], axis=1))
+    model = _model(nodes, [_info("x", [4, 6])], [_info("y_a", [4, 6]), _info("y_b", [4, 6])])
+    once, report = optimize_checked(model)
+    assert report.rule_counts.get("batch_split_chains") == 2
+    views_of_x = [n for n in once.graph.node if n.op_type == "Reshape" and n.input[0] == "x"]
+    assert len(views_of_x) == 1
+    twice, _ = optimize_checked(once)
+    assert ops(twice) == ops(once)
