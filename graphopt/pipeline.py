@@ -43,9 +43,10 @@ PIPELINE: tuple[Pass, ...] = (
     recognize_norms.PASS,
     batch_split_chains.PASS,
     batch_parallel_chains.PASS,
-    # (after batching too: two batched rewrites of one source each view it the same way)
-    eliminate_common_subexpressions.AFTER_RECOGNITION,
     collapse_reshapes.PASS,
+    # (after batching and reshape collapsing too: two batched rewrites of one source each view it the
+    # same way, and values that differed by a no-op reshape are equal now)
+    eliminate_common_subexpressions.AFTER_RECOGNITION,
     fuse_norm_act.PASS,
     fuse_norm_act_linear.PASS,
     remove_dead_nodes.PASS,

@@ -354,3 +354,24 @@ def test_two_batched_groups_of_one_source_share_its_view():
     assert len(views_of_x) == 1
     twice, _ = optimize_checked(once)
     assert ops(twice) == ops(once)
+
+
+def test_sums_that_differ_by_a_no_op_reshape_merge_in_the_first_run():
+    """``a + x`` and ``x + reshape(a)`` with a reshape that changes nothing are one sum once the reshape
+    is gone; the merge ran before the reshape went, so a second run merged them (random program 4073)."""
+    model = _model(
+        [
+            helper.make_node("Add", ["x", "c"], ["a"]),
+            helper.make_node("Reshape", ["a", "same"], ["a_view"]),
+            helper.make_node("Add", ["a", "x"], ["s1"]),
+            helper.make_node("Add", ["x", "a_view"], ["s2"]),
+            helper.make_node("Mul", ["s1", "s2"], ["y"]),
+        ],
+        [_info("x", [4, 8])],
+        [_info("y", [4, 8])],
+        [_const("c", np.float32(0.5)), _const("same", np.array([4, 8], np.int64))],
+    )
+    once, _ = optimize_checked(model)
+    assert [n.op_type for n in once.graph.node].count("Add") == 2
+    twice, _ = optimize_checked(once)
+    assert ops(twice) == ops(once)
