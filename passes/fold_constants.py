@@ -14,6 +14,7 @@ import numpy as np
 
 from graphopt.ir import Graph, Op, Tensor, constant_of, infer_outputs
 from graphopt.ir.evaluate import can_evaluate, evaluate
+from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import Pass, RewriteStats, count_rewrite, may_rewrite
 
 log = logging.getLogger(__name__)
@@ -70,16 +71,20 @@ def run(graph: Graph) -> RewriteStats:
 
 
 def _written_in_place(graph: Graph) -> set:
-    """Nodes whose output an in-place op may write, directly or through views of it: every producer
-    along the first input of each side-effecting node (views alias their first input)."""
+    """Nodes whose output an in-place op may write: the producer of each mutating node's first input
+    and, through views (which alias their input), the producers above it. A producer that computes a
+    fresh tensor ends the walk: what it read is not written."""
     written = set()
     for node in graph:
-        if not node.meta.get("side_effects"):
+        if not node.meta.get("mutates"):
             continue
         value = node.input(0)
         while value is not None and value.producer is not None and value.producer not in written:
-            written.add(value.producer)
-            value = value.producer.input(0)
+            producer = value.producer
+            written.add(producer)
+            if producer.op not in VIEWS and not producer.meta.get("aliases_input"):
+                break
+            value = producer.input(0)
     return written
 
 

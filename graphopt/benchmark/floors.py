@@ -13,7 +13,7 @@ from .ort_cuda import ort_cuda_callable
 from .timing import start_to_finish_us
 
 
-def _one_relu_model():
+def one_relu_model():
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])],
         "floor",
@@ -32,7 +32,7 @@ def measure_floors(*, iters: int = 200, warmup: int = 20) -> dict[str, float | s
         "synchronize only": lambda: None,
         "torch: one relu": lambda: torch.relu(x),
     }
-    model = _one_relu_model()
+    model = one_relu_model()
     for label, cuda_graph in (("ORT CUDA EP: one Relu", False), ("ORT CUDA EP + CUDA graph: one Relu", True)):
         try:
             calls[label] = ort_cuda_callable(model, {"x": x}, cuda_graph=cuda_graph, with_library=False)

@@ -38,11 +38,17 @@ def read_call(graph: Graph, env: Env, node: fx.Node) -> None:
     group = _canonical(graph, env, node, members) if members else None
     if group is None:
         group = _opaque(graph, env, node)
-    side_effects = not node.users or _mutates(node.target)
+    mutates = _mutates(node.target)
+    side_effects = not node.users or mutates
+    aliases = _returns_alias(node.target)
     for member in group.members:
         member.source = group
         if side_effects:
             member.meta["side_effects"] = True
+        if mutates:
+            member.meta["mutates"] = True  # (writes its first input in place)
+        if aliases:
+            member.meta["aliases_input"] = True
 
 
 def _opaque(graph: Graph, env: Env, node: fx.Node) -> FxGroup:
@@ -162,3 +168,12 @@ def _opaque_op(target: Any) -> str:
 def _mutates(target: Any) -> bool:
     schema = getattr(target, "_schema", None)
     return bool(schema is not None and schema.is_mutable)
+
+
+def _returns_alias(target: Any) -> bool:
+    """Whether the call's result may share memory with an argument (a view: ``view``, ``permute``,
+    ``select``, ``expand``...), as its schema says; unknown callables are assumed to."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return not isinstance(target, torch._ops.OpOverload) and target is not operator.getitem
+    return any(r.alias_info is not None for r in schema.returns)

@@ -36,3 +36,27 @@ def test_a_folded_scalar_stays_zero_dimensional():
     assert report.verification["ok"], report.verification["summary"]
     x = torch.randn(3, 8)
     torch.testing.assert_close(optimized.module()(x), module(x))
+
+
+class BucketsAddedInPlace(torch.nn.Module):
+    """T5's relative-position buckets: a constant computation (arange, abs, log...) whose result a fresh
+    tensor receives through ``+=``. Only the written tensor must stay computed; what it read is a
+    constant, and the asserts torch.export adds (no readers, no writes) do not count as writes."""
+
+    def forward(self, x):
+        position = torch.arange(x.shape[-1])[None, :] - torch.arange(x.shape[-1])[:, None]
+        buckets = (position > 0).to(torch.long) * 4
+        buckets += torch.log(position.abs().float() + 1.0).to(torch.long)
+        return x + buckets.float()
+
+
+def test_what_an_in_place_write_reads_is_still_folded():
+    module = BucketsAddedInPlace()
+    program = torch.export.export(module, (torch.randn(8, 8),))
+    optimized, report = graphopt.optimize(program)
+    assert report.verification["ok"], report.verification["summary"]
+    targets = {str(n.target) for n in optimized.graph.nodes if n.op == "call_function"}
+    assert not {"aten.arange.default", "aten.abs.default", "aten.log.default"} & targets, targets
+    assert "aten.add_.Tensor" in targets  # (the write itself stays)
+    x = torch.randn(8, 8)
+    torch.testing.assert_close(optimized.module()(x), module(x))
