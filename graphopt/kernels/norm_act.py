@@ -3,9 +3,9 @@
 One Triton kernel serves PyTorch (JIT) and ONNX Runtime (compiled ahead of time). Storage is
 fp32, fp16 or bf16; statistics and math are fp32; outputs take the input's dtype. X and R are
 [rows, cols] views with their own row strides (last dimension contiguous); Y and ResidualSum are
-contiguous. The norm kind, the activation and which optional inputs exist are runtime integers:
-the kernel is memory-bound, so uniform branches cost nothing, and the compiled variants differ
-only in dtype and block shape (see ``NORM_ACT_TIERS``).
+contiguous. The norm kind, the activation and which optional inputs exist are runtime integers
+(uniform branches, or masks for the scale and bias), so the compiled variants differ only in dtype
+and block shape (see ``NORM_ACT_TIERS``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from graphopt.kernels.row_norm import (
 
 @triton.jit
 def _load_sum(X, R, S, x_off, r_off, s_off, mask, has_residual, write_sum):
-    """Loads a block of X (+ R, rounded to storage precision, as the unfused graph stores it)."""
+    """Loads a block of X (+ R, rounded to storage precision, as the unfused graph stores it).
+    (A branch, not a mask as for the scale and bias: a masked-off R load and ResidualSum store in
+    every block cost short rows about 10% where there is no residual.)"""
     x = tl.load(X + x_off, mask=mask, other=0.0)
     if has_residual:
         r = tl.load(R + r_off, mask=mask, other=0.0)
@@ -45,9 +47,9 @@ def _load_sum(X, R, S, x_off, r_off, s_off, mask, has_residual, write_sum):
 
 
 @triton.jit
-def _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation, has_scale, has_bias):
+def _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation):
     shift, rstd = block_stats(x, mask, cols, norm, eps)
-    y = normalize_activate(x, shift, rstd, scale, bias, activation, has_scale, has_bias)
+    y = normalize_activate(x, shift, rstd, scale, bias, activation)
     tl.store(Y + y_off, y.to(Y.dtype.element_ty), mask=mask)
 
 
@@ -75,7 +77,7 @@ def norm_act_kernel(
             shift, rstd = block_stats(x, mask, cols, norm, eps)
             # Loaded only now (from L1/L2): long rows keep no extra registers live through the stats.
             scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-            y = normalize_activate(x, shift, rstd, scale, bias, activation, has_scale, has_bias)
+            y = normalize_activate(x, shift, rstd, scale, bias, activation)
             tl.store(Y + y_off, y.to(Y.dtype.element_ty), mask=mask)
         else:
             # A program also takes blocks pid + i * grid, loading the next block before finishing
@@ -89,11 +91,9 @@ def norm_act_kernel(
                 nx_off, nr_off = nrow[:, None] * stride_x + offs, nrow[:, None] * stride_r + offs
                 ny_off = nrow[:, None] * cols + offs
                 nx = _load_sum(X, R, S, nx_off, nr_off, ny_off, nmask, has_residual, True)
-                _finish_block(
-                    x, y_off, mask, scale, bias, Y, cols, eps, norm, activation, has_scale, has_bias
-                )
+                _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation)
                 x, y_off, mask = nx, ny_off, nmask
-            _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation, has_scale, has_bias)
+            _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation)
     else:
         x_row = row[:, None] * stride_x
         r_row = row[:, None] * stride_r
@@ -114,7 +114,7 @@ def norm_act_kernel(
             mask = row_ok[:, None] & col_ok[None, :]
             x = _load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, False)
             scale, bias = load_affine(W, B, idx, col_ok, has_scale, has_bias)
-            y = normalize_activate(x, mean, rstd, scale, bias, activation, has_scale, has_bias)
+            y = normalize_activate(x, mean, rstd, scale, bias, activation)
             tl.store(Y + y_row + idx, y.to(Y.dtype.element_ty), mask=mask)
 
 

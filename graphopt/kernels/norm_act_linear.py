@@ -58,7 +58,7 @@ def norm_act_linear_kernel(
         x = tl.load(X + x_row + offs, mask=mask, other=0.0).to(tl.float32)
         shift, rstd = block_stats(x, mask, cols, norm, eps)
         scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-        h = normalize_activate(x, shift, rstd, scale, bias, activation, has_scale, has_bias)
+        h = normalize_activate(x, shift, rstd, scale, bias, activation)
         h = tl.where(mask, h, 0.0)
         # One output column at a time: the weight row comes from L1/L2, the product never
         # leaves registers, and a narrow K keeps this loop short.
@@ -87,7 +87,7 @@ def norm_act_linear_kernel(
                 mask = row_ok[:, None] & col_ok[None, :]
                 x = tl.load(X + x_row + idx, mask=mask, other=0.0).to(tl.float32)
                 scale, bias = load_affine(W, B, idx, col_ok, has_scale, has_bias)
-                h = normalize_activate(x, mean, rstd, scale, bias, activation, has_scale, has_bias)
+                h = normalize_activate(x, mean, rstd, scale, bias, activation)
                 h = tl.where(mask, h, 0.0)
                 for j in range(0, k_count):
                     w = tl.load(WL + (k0 + j) * cols + idx, mask=col_ok, other=0.0).to(tl.float32)

@@ -47,22 +47,25 @@ def finish_stats(m2, cols, eps):
 @triton.jit
 def load_affine(W, B, idx, col_ok, has_scale, has_bias):
     """Scale and bias of the columns ``idx`` as fp32 (1 and 0 where absent), loaded once per
-    program so that a program handling several row blocks reuses them from registers."""
-    scale = tl.full(idx.shape, 1.0, tl.float32)
-    bias = tl.zeros(idx.shape, tl.float32)
-    if has_scale:
-        scale = tl.load(W + idx, mask=col_ok, other=0.0).to(tl.float32)
-    if has_bias:
-        bias = tl.load(B + idx, mask=col_ok, other=0.0).to(tl.float32)
+    program so that a program handling several row blocks reuses them from registers.
+
+    Absent ones are masked loads that read nothing, not branches: the ahead-of-time variants take
+    ``has_scale`` and ``has_bias`` at run time (the JIT folds them when they are 1), and a branch
+    around a whole row's scale and bias costs long rows up to 1.4x their memory time there."""
+    scale = tl.load(W + idx, mask=masked_by(col_ok, has_scale), other=1.0).to(tl.float32)
+    bias = tl.load(B + idx, mask=masked_by(col_ok, has_bias), other=0.0).to(tl.float32)
     return scale, bias
 
 
 @triton.jit
-def normalize_activate(x, shift, rstd, scale, bias, activation, has_scale, has_bias):
-    """act((x - shift) * rstd * scale + bias) in fp32."""
-    y = (x - shift[:, None]) * rstd[:, None]
-    if has_scale:
-        y = y * scale[None, :]
-    if has_bias:
-        y = y + bias[None, :]
+def masked_by(mask, flag):
+    """``mask`` where the runtime integer ``flag`` is set, else all false (as a tensor: the
+    interpreter takes no Python bool in a mask)."""
+    return mask & ((tl.zeros(mask.shape, tl.int32) + flag) != 0)
+
+
+@triton.jit
+def normalize_activate(x, shift, rstd, scale, bias, activation):
+    """act((x - shift) * rstd * scale + bias) in fp32 (scale 1 and bias 0 where absent)."""
+    y = (x - shift[:, None]) * rstd[:, None] * scale[None, :] + bias[None, :]
     return apply_activation(y, activation)

@@ -2,13 +2,15 @@
 
 import numpy as np
 import onnx
+import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
 import graphopt
 from graphopt.frontends.onnx_ops import attributes
 from graphopt.runners import run_onnx
-from models.random_checks import ops, optimize_checked
+from models.random_checks import check_program, ops, optimize_checked
+from models.random_program import SeededChoices, draw_program
 
 
 def _model(nodes, inputs, outputs, initializers=(), opset=20):
@@ -375,3 +377,15 @@ def test_sums_that_differ_by_a_no_op_reshape_merge_in_the_first_run():
     assert [n.op_type for n in once.graph.node].count("Add") == 2
     twice, _ = optimize_checked(once)
     assert ops(twice) == ops(once)
+
+
+# The random programs each bug was found as (models/random_program.py seeds), replayed as they were.
+FOUND_AS = [("onnx", 3441), ("onnx", 4896), ("onnx", 9509), ("onnx", 2060), ("onnx", 4073), ("onnx", 4429),
+            ("torch", 241), ("torch", 912)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("form", "seed"), FOUND_AS)
+def test_the_random_programs_that_found_bugs_hold_their_properties(form, seed):
+    """4429: two equal views of one value merged after the reshape collapsing ran, leaving a chain
+    of two reshapes that only a second run collapsed (now a merge collapses again)."""
+    check_program(draw_program(SeededChoices(seed), torch_form=form == "torch"), form)
