@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from . import io
 from .checking import Inputs, Reference, prepare_feeds
 from .errors import BadInput, VerificationError
+from .gc_pause import collection_paused
 from .ir import op_counts
 from .numeric import Tolerance
 from .pipeline import run_passes, select_passes
@@ -49,6 +50,30 @@ def optimize(
     it (unless not ``bisect``) and raises VerificationError unless ``force``. With ``output`` the
     result is written there atomically; the input is never overwritten.
     """
+    with collection_paused():
+        return _optimize(
+            model, output=output, only=only, skip=skip, verify=verify, force=force, seed=seed,
+            input_shapes=input_shapes, inputs=inputs, tolerances=tolerances, bisect=bisect,
+            check_each_pass=check_each_pass, on_pass=on_pass,
+        )  # fmt: skip
+
+
+def _optimize(
+    model: Any,
+    *,
+    output,
+    only: Sequence[str],
+    skip: Sequence[str],
+    verify: bool,
+    force: bool,
+    seed: int,
+    input_shapes,
+    inputs,
+    tolerances,
+    bisect: bool,
+    check_each_pass: bool,
+    on_pass,
+) -> Optimized:
     passes = select_passes(only, skip)
     seconds: dict[str, float] = {}
     start = time.perf_counter()

@@ -21,10 +21,17 @@ SMALL_CONSTANT = 64
 def run(graph: Graph) -> RewriteStats:
     stats = RewriteStats()
     seen: dict[tuple, object] = {}
+    identities: dict[object, object] = {}  # (a constant read by many nodes is hashed once)
+
+    def identity(value):
+        if value not in identities:
+            identities[value] = _identity(value)
+        return identities[value]
+
     for node in graph:
         if not is_canonical(node.op) or node.meta.get("side_effects") or not node.outputs:
             continue
-        inputs = [_identity(v) for v in node.inputs]
+        inputs = [identity(v) for v in node.inputs]
         if node.op in COMMUTATIVE:
             inputs.sort(key=repr)  # (x * s and s * x are one product)
         key = (node.op, tuple(inputs), frozen(node.attrs))
@@ -32,7 +39,7 @@ def run(graph: Graph) -> RewriteStats:
         if first is node or any(graph.is_output(v) for v in node.outputs):
             continue
         for duplicate, original in zip(node.outputs, first.outputs, strict=True):
-            graph.replace_all_uses(duplicate, original)
+            graph.replace_all_uses(duplicate, original, new_is_earlier=True)  # (seen first)
         graph.erase(node)
         stats.counts["merged_duplicate"] += 1
     return stats

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from graphopt.ir import Op, constant_of, normalize_axis
-from graphopt.rewrite import Fail, Rule, op, rewrite_pass
+from graphopt.rewrite import Fail, InPlace, Rule, op, rewrite_pass
 
 
 def _raw(match, attr: str):
@@ -51,8 +51,7 @@ def current_attrs(node) -> dict:
 
 def _refold(b, match, **attrs):
     node = match.root
-    new = b.node(node.op, node.input(0), name=node.name, **attrs)
-    return new.outputs
+    return InPlace(attrs, inputs=(node.input(0),))
 
 
 def reshape_pattern(x):

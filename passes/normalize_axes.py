@@ -4,7 +4,7 @@ axes directly instead of reasoning about ``-1`` versus ``rank - 1``."""
 from __future__ import annotations
 
 from graphopt.ir import Op, normalize_axis
-from graphopt.rewrite import Rule, op, rewrite_pass
+from graphopt.rewrite import InPlace, Rule, op, rewrite_pass
 
 # op -> (attribute, how many dims the attribute counts beyond the first input's rank)
 _AXIS_ATTRS = {
@@ -47,8 +47,7 @@ def check(match):
 
 
 def replace(b, match):
-    node = match.root
-    return b.node(node.op, *node.inputs, name=node.name, **match.info["attrs"]).outputs
+    return InPlace(match.info["attrs"])
 
 
 PASS = rewrite_pass(

@@ -215,15 +215,18 @@ class Graph:
             self._output_count[value] += 1
 
     # ----- editing -------------------------------------------------------------------------------
-    def replace_all_uses(self, old: Value, new: Value) -> None:
-        """Every node input and graph output reading ``old`` reads ``new`` instead."""
+    def replace_all_uses(self, old: Value, new: Value, *, new_is_earlier: bool = False) -> None:
+        """Every node input and graph output reading ``old`` reads ``new`` instead. ``new_is_earlier``:
+        the caller knows ``new`` is produced before ``old`` in the current order, which therefore
+        stays topological (no re-sort needed)."""
         if old is new:
             return
         for use in old.uses:
             use.node._inputs[use.index] = new
             new.uses.append(use)
         old.uses = []
-        self._ordered = False
+        if not new_is_earlier:
+            self._ordered = False
         if self.is_output(old):
             self.outputs = [new if v is old else v for v in self.outputs]
             self._output_count[new] += self._output_count.pop(old)
@@ -237,6 +240,14 @@ class Graph:
         if value is not None:
             value.uses.append(Use(node, index))
         self._ordered = False
+
+    def truncate_inputs(self, node: Node, count: int) -> None:
+        """Drops the inputs of ``node`` after the first ``count`` (reading less keeps any order)."""
+        for index in range(len(node._inputs) - 1, count - 1, -1):
+            value = node._inputs[index]
+            if value is not None:
+                value.uses.remove(Use(node, index))
+        del node._inputs[count:]
 
     def erase(self, node: Node) -> None:
         """Removes a node whose outputs nobody reads."""

@@ -15,12 +15,13 @@ from .driver import (
 )
 from .passes import Pass, rewrite_pass
 from .pattern import Match, NodePattern, Var, match, op
-from .rule import Builder, Decline, Fail, Rule
+from .rule import Builder, Decline, Fail, InPlace, Rule
 
 __all__ = [
     "Builder",
     "Decline",
     "Fail",
+    "InPlace",
     "Match",
     "NearMiss",
     "NodePattern",

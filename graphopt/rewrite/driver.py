@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..ir import Graph, GraphError, Node, Value
 from .pattern import Match, match
-from .rule import Builder, Decline, Fail, Rule
+from .rule import Builder, Decline, Fail, InPlace, Rule
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +181,12 @@ def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[N
         _undo(graph, builder)
         raise
     root = found.root
+    if isinstance(results, InPlace):
+        if builder.created:
+            raise GraphError(f"rule {rule_name} built nodes and also changed {root.name!r} in place")
+        _update_in_place(graph, root, results)
+        erase_dead(graph, [n for n in found.matched if n is not root])
+        return [root]
     if isinstance(results, dict):
         # Besides the root's outputs, the rule replaces other matched values (a fused op that also
         # returns an intermediate, such as the residual sum that later layers read).
@@ -201,6 +207,24 @@ def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[N
     erase_dead(graph, found.matched)
     readers = [use.node for _, new in pairs for use in new.uses]
     return [*builder.created, *readers]
+
+
+def _update_in_place(graph: Graph, node: Node, update: InPlace) -> None:
+    """New attributes (and inputs) for ``node``. It is no longer what the frontend read, so a backend
+    writes it from its canonical form, as it would a node a rule built."""
+    if update.inputs is not None:
+        count = len(update.inputs)
+        if tuple(node.inputs[:count]) == tuple(update.inputs):
+            graph.truncate_inputs(node, count)
+        else:
+            for index in range(len(node.inputs) - 1, -1, -1):
+                graph.set_input(node, index, None)
+            node._inputs = [None] * count
+            for index, value in enumerate(update.inputs):
+                if value is not None:
+                    graph.set_input(node, index, value)
+    node.attrs = dict(update.attrs)
+    node.source = None
 
 
 def replace_value(graph: Graph, old: Value, new: Value, created: Sequence[Node]) -> None:

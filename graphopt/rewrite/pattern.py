@@ -42,6 +42,16 @@ class NodePattern:
         self.attrs = attrs
         self.name: str | None = None
         self.output_index = 0
+        self._wants: tuple | None = None
+
+    def producer_wants(self) -> tuple[tuple[int, frozenset[str], int], ...]:
+        """(input index, ops, output index) of each input that must come from a node (computed
+        on first use, when the pattern is complete)."""
+        if self._wants is None:
+            self._wants = tuple(
+                (i, p.ops, p.output_index) for i, p in enumerate(self.inputs) if isinstance(p, NodePattern)
+            )
+        return self._wants
 
     def named(self, name: str) -> NodePattern:
         """Binds the matched node as ``match.node(name)``."""
@@ -109,7 +119,7 @@ def build_pattern(function: Callable[..., NodePattern]) -> tuple[NodePattern, li
 
 def match(pattern: NodePattern, node: Node) -> Match | None:
     """The first way ``pattern`` matches with ``node`` as its root, or None."""
-    if pattern.output_index >= len(node.outputs):
+    if pattern.output_index >= len(node.outputs) or not _may_match(pattern, node):
         return None
     for binding in _match(pattern, node.outputs[pattern.output_index], {}):
         values = {k: v for k, v in binding.items() if isinstance(k, str)}
@@ -117,6 +127,32 @@ def match(pattern: NodePattern, node: Node) -> Match | None:
         matched = list(dict.fromkeys(n for p, n in binding.items() if isinstance(p, NodePattern)))
         return Match(node, values, nodes, matched)
     return None
+
+
+def _may_match(pattern: NodePattern, node: Node) -> bool:
+    """A necessary condition, checked without the generators of ``_match``: the root's attributes
+    and input count fit, and each input that the pattern wants from a node comes from a node of one
+    of its ops (in either order for add and mul). Most candidates of a rule fail here."""
+    inputs = node._inputs
+    count = len(pattern.inputs)
+    if len(inputs) < count or (len(inputs) > count and not pattern.rest):
+        return False
+    for key, want in pattern.attrs.items():
+        if not _attr_matches(node.attrs.get(key), want):
+            return False
+    wants = pattern.producer_wants()
+    if _producers_fit(wants, inputs, False):
+        return True
+    return node.op in COMMUTATIVE and count == 2 and _producers_fit(wants, inputs, True)
+
+
+def _producers_fit(wants, inputs, swapped: bool) -> bool:
+    for index, ops, output_index in wants:
+        value = inputs[1 - index if swapped else index]
+        producer = value.producer if value is not None else None
+        if producer is None or producer.op not in ops or value.index != output_index:
+            return False
+    return True
 
 
 def _match(pattern, value: Value | None, binding: dict) -> Iterator[dict]:

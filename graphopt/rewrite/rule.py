@@ -106,3 +106,13 @@ class Builder:
 
     def _node_name(self, hint: str) -> str:
         return f"{hint}_{len(self.created)}" if self.created else hint
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """What ``replace`` returns to change the root node itself: new attributes, and optionally fewer
+    or other inputs, outputs and their readers untouched. For canonicalizations (an axis made
+    non-negative, a constant shape input read into an attribute) it spares building a node."""
+
+    attrs: dict
+    inputs: tuple | None = None
