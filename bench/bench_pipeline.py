@@ -110,7 +110,6 @@ def main() -> None:
         "",
         "| nodes | graphopt s | µs/node | load / passes / build / write s | nodes after "
         "| onnxslim s | onnxslim nodes after |",
-        "| onnxslim s | onnxslim nodes after |",
         "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
