@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                 row["ort"] = _ort(exported, architecture, row)
             if not args.no_pictures:
                 # A row that failed to optimize still gets a picture: the exported graph as it came.
-                picture = _picture(exported, optimized, pictures_dir / f"{name}.{path}.svg")
+                picture = _picture(exported, optimized, pictures_dir / f"{name}.{path}.svg", args.results)
                 row["picture"] = picture
                 if picture.get("file"):
                     pictures.append({"model": name, "path": path, "file": picture["file"]})
@@ -109,14 +109,15 @@ def _ort(exported: Path, architecture, row: dict) -> dict:
     return ort
 
 
-def _picture(original: Path, optimized: Path, target: Path) -> dict:
+def _picture(original: Path, optimized: Path, target: Path, results: Path) -> dict:
     from graphopt.picture import render
 
     try:
         drawn = render(original, target, optimized=optimized if optimized.exists() else None)
     except Exception as error:  # a picture that fails is reported in the table
         return {"error": f"{type(error).__name__}: {error}"[:200]}
-    return {"file": str(drawn.path.relative_to(REPO / "bench" / "results")), "engine": drawn.engine}
+    # Relative to the results folder, where coverage.md (which links it) is written.
+    return {"file": os.path.relpath(drawn.path, results), "engine": drawn.engine}
 
 
 def _machine() -> str:
