@@ -126,6 +126,7 @@ def _optimize(
         start = time.perf_counter()
         report.output = str(io.write(optimized, output, source))
         seconds["write"] = time.perf_counter() - start
+    graph.release()  # freed now by reference counting, not later by a walk of the cycle collector
     return Optimized(optimized, report)
 
 

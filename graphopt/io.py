@@ -43,7 +43,8 @@ def load(model: Any) -> Source:
 
         proto = read_onnx(path)
         graph = _loading(
-            lambda: from_onnx(proto, base_dir=path.parent, where=str(path), path=path), str(path)
+            lambda: from_onnx(proto, base_dir=path.parent, where=str(path), path=path, read_checked=True),
+            str(path),
         )
         return Source(graph, "onnx", str(path), path, path)
     if isinstance(model, onnx.ModelProto):

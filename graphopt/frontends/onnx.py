@@ -23,17 +23,25 @@ PROBE_COPY_LIMIT = 64 << 20
 
 
 def from_onnx(
-    model: onnx.ModelProto, base_dir: str | Path | None = None, where: str = "model", path: Path | None = None
+    model: onnx.ModelProto,
+    base_dir: str | Path | None = None,
+    where: str = "model",
+    path: Path | None = None,
+    *,
+    read_checked: bool = False,
 ) -> Graph:
     """Loads a ModelProto (not modified, and kept by reference) into a Graph.
 
     ``base_dir`` is where external data files lie (the model file's directory); ``path`` is the file the
-    model was read from, if any (the checker resolves external data against it).
+    model was read from, if any (the checker resolves external data against it). ``read_checked``: the
+    model comes from ``onnx_read.read_onnx``, which already made the checks on its header, tensors and
+    external data (a walk over every tensor: worth doing once).
     """
-    check_model_proto(model, where)
     base = Path(base_dir) if base_dir is not None else None
-    if base is not None:
-        check_external_data(model, base, where)
+    if not read_checked:
+        check_model_proto(model, where)
+        if base is not None:
+            check_external_data(model, base, where)
     types, inference_problem = _infer_types(model)
     onnx_graph = model.graph
     graph = Graph(onnx_graph.name or "main")

@@ -28,9 +28,12 @@ class DType(enum.Enum):
     COMPLEX128 = (TensorProto.COMPLEX128, "complex128", "complex128", 16)
     STRING = (TensorProto.STRING, "object", None, 0)
 
-    @property
-    def onnx(self) -> int:
-        return self.value[0]
+    def __init__(self, onnx_code: int, numpy_name: str, torch_name: str | None, itemsize: int):
+        # Plain attributes: passes read these for every value, and an Enum's ``value`` is a
+        # descriptor lookup each time.
+        self.onnx = onnx_code
+        self.itemsize = itemsize
+        self.is_float = numpy_name in ("float32", "float16", "bfloat16", "float64")
 
     @property
     def numpy(self) -> np.dtype:
@@ -43,14 +46,6 @@ class DType(enum.Enum):
         import torch
 
         return getattr(torch, self.value[2])
-
-    @property
-    def itemsize(self) -> int:
-        return self.value[3]
-
-    @property
-    def is_float(self) -> bool:
-        return self in (DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16, DType.FLOAT64)
 
     def __str__(self) -> str:
         return self.name.lower()

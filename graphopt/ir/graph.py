@@ -261,6 +261,29 @@ class Graph:
         del self._nodes[node]
         del self._by_op[node.op][node]
         node.graph = None
+        # Nobody reads these outputs any more: unlinked from their producer, the node and its values
+        # are freed by reference counting rather than left for the cycle collector.
+        for value in node.outputs:
+            value.producer = None
+
+    def release(self) -> None:
+        """Empties the graph and unlinks its nodes and values from one another, for a graph that is no
+        longer needed: nodes and values reference each other, so without this only Python's cycle
+        collector could free them, walking every one of them (half a second at 50,000 nodes)."""
+        for node in self._nodes:
+            for value in node.outputs:
+                value.producer = None
+                value.uses = []
+            node._inputs = []
+            node.outputs = []
+            node.graph = None
+        for value in (*self.inputs, *self.constants.values()):
+            value.uses = []
+        self._nodes.clear()
+        self._by_op.clear()
+        self._output_count.clear()
+        self.inputs, self.outputs, self.constants = [], [], {}
+        self.meta = {}
 
     def remove_dead(self, keep_constants: bool = False) -> int:
         """Erases nodes (and, unless ``keep_constants``, constants) that no output depends on."""

@@ -72,9 +72,17 @@ def test_attached_fallback_functions_yield_to_the_kernel(dtype, tmp_path, monkey
     onnx_functions.attach_functions(model)
     assert model.functions and model.graph.node[0].overload
 
-    kernel = create_session(model, providers=["CPUExecutionProvider"], enable_profiling=True)
+    # ORT opens a session's profile file when the session is created, named by the time of day: two
+    # sessions alive at once could share one file. Distinct prefixes keep them apart.
+    kernel = create_session(
+        model, providers=["CPUExecutionProvider"], enable_profiling=True, profile_file_prefix="kernel"
+    )
     function = create_session(
-        model, use_library=False, providers=["CPUExecutionProvider"], enable_profiling=True
+        model,
+        use_library=False,
+        providers=["CPUExecutionProvider"],
+        enable_profiling=True,
+        profile_file_prefix="function",
     )
     assert profiled_ops(kernel, inputs) == {"NormAct"}
     assert "NormAct" not in profiled_ops(function, inputs)
