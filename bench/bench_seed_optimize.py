@@ -56,7 +56,7 @@ def measure(n: int, repeat: int) -> list[dict]:
                 "n": n,
                 "frontend": frontend,
                 "nodes_before": report.nodes_before,
-                "nodes_after": report.nodes_after,
+                "nodes_after": report.nodes_in_output,
                 "ops_after": report.ops_after,
                 "seconds_no_check": round(quick, 3),
                 "seconds_with_check": round(seconds(lambda m=model: graphopt.optimize(m), 1), 3),

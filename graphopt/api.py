@@ -99,16 +99,19 @@ def _optimize(
     start = time.perf_counter()
     optimized = io.to_model(source)
     seconds["build"] = time.perf_counter() - start
+    ops_after = op_counts(graph)
+    written = len(optimized.graph.node) if source.frontend == "onnx" else None
     report = Report(
         source=source.label,
         frontend=source.frontend,
         passes=pass_reports,
         ops_before=ops_before,
-        ops_after=op_counts(graph),
+        ops_after=ops_after,
         traffic_before=traffic_before,
         traffic_after=estimate_traffic(graph),
         seconds=seconds,
         notes=list(graph.meta.get("notes", ())),
+        nodes_written=None if written == sum(ops_after.values()) else written,
     )
     if reference is not None:
         start = time.perf_counter()

@@ -49,7 +49,7 @@ def optimize_file(path: Path, output: Path) -> dict[str, Any]:
     return {
         "status": "ok" if verification.get("ok") else "mismatch",
         "nodes_before": data["nodes"]["before"],
-        "nodes_after": data["nodes"]["after"],
+        "nodes_after": data["nodes"]["written"],  # the optimized file's nodes, as the picture counts them
         "rules": report.rule_counts,
         "fusions": fusions,
         "near_misses": {

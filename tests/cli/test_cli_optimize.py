@@ -3,7 +3,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 
 SEED_MODEL = Path(__file__).resolve().parents[2] / "models" / "split_stack.onnx"
 
@@ -30,11 +32,52 @@ def test_optimize_writes_beside_the_input_and_reports(tmp_path):
     ops = [n.op_type for n in onnx.load(str(written)).graph.node]
     assert ops == ["Reshape", "NormActLinear"]
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["nodes"] == {"before": 69, "after": 2}
+    assert report["nodes"] == {"before": 69, "after": 2, "written": 2}
     assert report["verification"]["ok"] is True
     counts = {p["name"]: p["counts"] for p in report["passes"]}
     assert counts["batch_split_chains"] == {"batch_split_chains": 1}
     assert "batch_split_chains" in result.stdout and "numeric check" in result.stdout
+
+
+def gelu_formula_model(opset: int) -> onnx.ModelProto:
+    """x * 0.5 * (1 + erf(x / sqrt 2)), as the TorchScript exporter writes GELU, then a Tanh."""
+    h = onnx.helper
+    nodes = [
+        h.make_node("Div", ["x", "sqrt2"], ["scaled"]),
+        h.make_node("Erf", ["scaled"], ["erf"]),
+        h.make_node("Add", ["erf", "one"], ["shifted"]),
+        h.make_node("Mul", ["x", "shifted"], ["product"]),
+        h.make_node("Mul", ["product", "half"], ["gelu"]),
+        h.make_node("Tanh", ["gelu"], ["y"]),
+    ]
+    scalars = [
+        onnx.numpy_helper.from_array(np.array(v, np.float32), n)
+        for n, v in (("sqrt2", 2**0.5), ("one", 1.0), ("half", 0.5))
+    ]
+    graph = h.make_graph(
+        nodes,
+        "gelu_formula",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 8])],
+        scalars,
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+
+
+def test_report_counts_the_nodes_the_written_model_has(tmp_path):
+    """Before opset 20 ONNX has no Gelu: the recognized GELU is one node in the IR, written back as
+    its formula; the report says how many nodes the file holds."""
+    for opset, written_ops in ((17, 6), (20, 2)):
+        model = tmp_path / f"gelu{opset}.onnx"
+        onnx.save(gelu_formula_model(opset), model)
+        result = graphopt("optimize", model, "--report-json", tmp_path / f"report{opset}.json")
+        assert result.returncode == 0, result.stderr
+        report = json.loads((tmp_path / f"report{opset}.json").read_text())
+        on_disk = onnx.load(str(tmp_path / f"gelu{opset}.opt.onnx")).graph.node
+        assert report["nodes"] == {"before": 6, "after": 2, "written": len(on_disk)}
+        assert len(on_disk) == written_ops
+        mentioned = f"the written model has {written_ops} nodes" in result.stdout
+        assert mentioned == (written_ops != 2)
 
 
 def test_dry_run_writes_nothing(tmp_path):
