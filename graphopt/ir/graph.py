@@ -203,9 +203,9 @@ class Graph:
             if value is not None:
                 value.uses.append(Use(node, index))
         node.graph = self
+        # Appended after every value it reads (they all exist already): a topological order stays one.
         self._nodes[node] = None
         self._by_op[op][node] = None
-        self._ordered = False
         return node
 
     def set_outputs(self, values: Sequence[Value]) -> None:
