@@ -24,6 +24,10 @@ def run(graph: Graph) -> RewriteStats:
     identities: dict[object, object] = {}  # (a constant read by many nodes is hashed once)
 
     def identity(value):
+        if value is None:
+            return None
+        if value.const is None and (value.producer is None or value.producer.op != "constant"):
+            return id(value)  # (not a constant: the common case, answered without a lookup)
         if value not in identities:
             identities[value] = _identity(value)
         return identities[value]

@@ -321,10 +321,16 @@ def _types_of(model: onnx.ModelProto) -> tuple[dict[str, tuple[DType | None, Sha
     except Exception as error:  # inference is a help, not a requirement
         inferred, problem = model, str(error).strip()
     types = {}
+    by_type: dict[bytes, tuple[DType | None, Shape | None]] = {}  # most values share a few types
     graph = inferred.graph
     for info in (*graph.input, *graph.value_info, *graph.output):
-        if info.type.HasField("tensor_type"):
-            types[info.name] = _value_type(info.type)
+        type_proto = info.type
+        if type_proto.HasField("tensor_type"):
+            key = type_proto.SerializeToString()
+            found = by_type.get(key)
+            if found is None:
+                found = by_type[key] = _value_type(type_proto)
+            types[info.name] = found
     return types, problem
 
 

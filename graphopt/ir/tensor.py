@@ -7,6 +7,7 @@ and never materializes it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -30,7 +31,7 @@ class Tensor:
             raise ValueError("a Tensor needs exactly one of array or loader")
         self.dtype = dtype
         self.shape = tuple(int(d) for d in shape)
-        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * dtype.itemsize
+        self.nbytes = math.prod(self.shape) * dtype.itemsize  # (np.prod costs microseconds per call)
         self._array = array
         self._loader = loader
         # What the frontend read this constant from (an onnx TensorProto, a torch tensor, ...), so a
@@ -59,7 +60,7 @@ class Tensor:
 
     def scalar(self) -> float | int | None:
         """The single value of a one-element tensor, else None."""
-        if int(np.prod(self.shape, dtype=np.int64)) != 1:
+        if math.prod(self.shape) != 1:
             return None
         return self.numpy().reshape(()).item()
 

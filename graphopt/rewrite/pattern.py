@@ -43,6 +43,7 @@ class NodePattern:
         self.name: str | None = None
         self.output_index = 0
         self._wants: tuple | None = None
+        self._flat: tuple[Var, ...] | bool | None = False  # False: not computed yet
 
     def producer_wants(self) -> tuple[tuple[int, frozenset[str], int], ...]:
         """(input index, ops, output index) of each input that must come from a node (computed
@@ -52,6 +53,15 @@ class NodePattern:
                 (i, p.ops, p.output_index) for i, p in enumerate(self.inputs) if isinstance(p, NodePattern)
             )
         return self._wants
+
+    def flat_vars(self) -> tuple[Var, ...] | None:
+        """The inputs, when every one is a distinct variable (a pattern of one node, such as the
+        canonicalizations'): then a match is just the node's inputs bound by name."""
+        if self._flat is False:
+            names = [p.name for p in self.inputs if isinstance(p, Var)]
+            flat = len(names) == len(self.inputs) and len(set(names)) == len(names)
+            self._flat = tuple(self.inputs) if flat else None
+        return self._flat
 
     def named(self, name: str) -> NodePattern:
         """Binds the matched node as ``match.node(name)``."""
@@ -121,6 +131,10 @@ def match(pattern: NodePattern, node: Node) -> Match | None:
     """The first way ``pattern`` matches with ``node`` as its root, or None."""
     if pattern.output_index >= len(node.outputs) or not _may_match(pattern, node):
         return None
+    flat = pattern.flat_vars()
+    if flat is not None and node.op in pattern.ops and None not in node._inputs:
+        values = {var.name: value for var, value in zip(flat, node._inputs, strict=False)}
+        return Match(node, values, {pattern.name: node} if pattern.name else {}, [node])
     for binding in _match(pattern, node.outputs[pattern.output_index], {}):
         values = {k: v for k, v in binding.items() if isinstance(k, str)}
         nodes = {p.name: n for p, n in binding.items() if isinstance(p, NodePattern) and p.name}
