@@ -115,21 +115,23 @@ def _add_node(
         op, attrs = opaque_name("onnx", name), {}
     else:
         op, attrs = translated
-    inputs = [scope[name] if name else None for name in proto.input]
+    # (Each field of a NodeProto read through the protobuf API costs a wrapper: read each once.)
+    input_names, output_names, node_name = proto.input, list(proto.output), proto.name
+    inputs = [scope[name] if name else None for name in input_names]
     inputs += [scope[name] for name in captured]
     outputs = []
-    for name in proto.output:
+    for name in output_names:
         # Omitted optional outputs have no name; they still hold their position.
-        out_name = name or graph.fresh_name(f"{proto.name or proto.op_type}_unused")
+        out_name = name or graph.fresh_name(f"{node_name or proto.op_type}_unused")
         dtype, shape = types.get(name, (None, None))
         outputs.append((out_name, dtype, shape))
-    node = graph.add_node(op, inputs, attrs, outputs=outputs, name=proto.name or _default_name(proto))
+    node = graph.add_node(op, inputs, attrs, outputs=outputs, name=node_name or _default_name(proto))
     node.source = proto
-    node.meta["explicit_inputs"] = len(proto.input)
-    node.meta["omitted_outputs"] = [i for i, name in enumerate(proto.output) if not name]
+    node.meta["explicit_inputs"] = len(input_names)
+    node.meta["omitted_outputs"] = [i for i, name in enumerate(output_names) if not name]
     for value in node.outputs:
         scope[value.name] = value
-    _fill_types(node, any(v.name in declared for v in node.outputs))
+    _fill_types(node, any(name in declared for name in output_names))
 
 
 def _default_name(proto: onnx.NodeProto) -> str:
@@ -178,14 +180,14 @@ def _topological(
     graph: onnx.GraphProto, captured: list[list[str]], defined: set[str], where: str
 ) -> list[int]:
     """Node indices in an order where every input is defined first; names what is undefined or cyclic."""
+    reads = [[n for n in node.input if n] + captured[i] for i, node in enumerate(graph.node)]
+    if _already_sorted(graph, reads, defined):
+        return list(range(len(graph.node)))
     producer = {}
     for index, node in enumerate(graph.node):
         for name in node.output:
             if name:
                 producer[name] = index
-    reads = [[n for n in node.input if n] + captured[i] for i, node in enumerate(graph.node)]
-    if _already_sorted(graph, reads, defined):
-        return list(range(len(graph.node)))
     state = [0] * len(graph.node)  # 0 new, 1 on the current path, 2 done
     order: list[int] = []
     for start in range(len(graph.node)):

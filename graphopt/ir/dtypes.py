@@ -48,7 +48,7 @@ class DType(enum.Enum):
         return getattr(torch, self.value[2])
 
     def __str__(self) -> str:
-        return self.name.lower()
+        return self.text
 
     def __repr__(self) -> str:
         return f"DType.{self.name}"
@@ -65,6 +65,10 @@ class DType(enum.Enum):
     def from_torch(dtype) -> DType | None:
         return _BY_TORCH.get(str(dtype).removeprefix("torch."))
 
+
+for _member in DType:
+    _member.text = _member.name.lower()  # (str() of a dtype is part of many keys and messages)
+del _member
 
 _BY_ONNX = {d.onnx: d for d in DType}
 _BY_NUMPY = {d.value[1]: d for d in DType}

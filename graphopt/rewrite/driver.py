@@ -83,15 +83,17 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
     previous round changed is searched again: a match needs a changed node within its pattern's depth."""
     stats = RewriteStats()
     misses: dict[tuple[str, str], NearMiss] = {}
+    missed_at: dict[tuple[str, str], Node] = {}
     depth = max((pattern_depth(rule.root) for rule in rules), default=1)
     dirty: set[Node] | None = None  # None: every node
     for _ in range(MAX_ROUNDS):
         changed = False
         touched: list[Node] = []
         for rule in rules:
-            candidates = graph.nodes_of(rule.root.ops)
-            if dirty is not None:
-                candidates = [n for n in candidates if n in dirty]
+            if dirty is None:
+                candidates = graph.nodes_of(rule.root.ops)
+            else:  # in creation order, as nodes_of gives them, without walking every node of the op
+                candidates = sorted((n for n in dirty if n.op in rule.root.ops), key=_creation_order)
             for node in candidates:
                 if node not in graph:
                     continue  # erased by an earlier rewrite of this round
@@ -103,6 +105,7 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
                     continue  # the rule does not apply here, and nothing came close
                 if isinstance(outcome, Fail):
                     misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, outcome.reason)
+                    missed_at[(rule.name, node.name)] = node
                     continue
                 if not may_rewrite():
                     continue
@@ -110,6 +113,7 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
                     touched += rewrite_match(graph, rule.name, outcome, rule.replace)
                 except Decline as declined:
                     misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, declined.reason)
+                    missed_at[(rule.name, node.name)] = node
                     continue
                 misses.pop((rule.name, node.name), None)
                 count_rewrite(rule.name, node.name)
@@ -124,9 +128,12 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
         )
     graph.sort()
     # A near miss at a node that a later rewrite removed is no longer a miss.
-    live = {n.name for n in graph}
-    stats.near_misses = [m for m in misses.values() if m.node in live]
+    stats.near_misses = [m for key, m in misses.items() if missed_at[key] in graph]
     return stats
+
+
+def _creation_order(node: Node) -> int:
+    return node.seq
 
 
 def pattern_depth(pattern) -> int:

@@ -144,20 +144,24 @@ def match(pattern: NodePattern, node: Node) -> Match | None:
 
 
 def _may_match(pattern: NodePattern, node: Node) -> bool:
-    """A necessary condition, checked without the generators of ``_match``: the root's attributes
-    and input count fit, and each input that the pattern wants from a node comes from a node of one
-    of its ops (in either order for add and mul). Most candidates of a rule fail here."""
+    """A necessary condition, checked without the generators of ``_match``: the root's input count
+    and attributes fit, and each input that the pattern wants from a node comes from a node of one
+    of its ops (in either order for add and mul). Most candidates of a rule fail here, most often
+    on the producers, which are therefore checked first."""
     inputs = node._inputs
     count = len(pattern.inputs)
     if len(inputs) < count or (len(inputs) > count and not pattern.rest):
         return False
-    for key, want in pattern.attrs.items():
-        if not _attr_matches(node.attrs.get(key), want):
-            return False
-    wants = pattern.producer_wants()
-    if _producers_fit(wants, inputs, False):
-        return True
-    return node.op in COMMUTATIVE and count == 2 and _producers_fit(wants, inputs, True)
+    wants = pattern._wants
+    if wants is None:
+        wants = pattern.producer_wants()
+    if (
+        wants
+        and not _producers_fit(wants, inputs, False)
+        and not (node.op in COMMUTATIVE and count == 2 and _producers_fit(wants, inputs, True))
+    ):
+        return False
+    return all(_attr_matches(node.attrs.get(key), want) for key, want in pattern.attrs.items())
 
 
 def _producers_fit(wants, inputs, swapped: bool) -> bool:
