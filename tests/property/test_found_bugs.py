@@ -195,19 +195,26 @@ def test_an_add_and_norm_after_batched_chains_fuse_in_the_first_run():
     assert ops(twice) == ops(once)
 
 
+def _stacked_chains_with_a_reader_of_b() -> list:
+    """tanh → sigmoid on a and on b, stacked into y; b is also read by a Relu (output "other")."""
+    return [
+        helper.make_node("Tanh", ["a"], ["a1"]),
+        helper.make_node("Sigmoid", ["a1"], ["a2"]),
+        helper.make_node("Tanh", ["b"], ["b1"]),
+        helper.make_node("Sigmoid", ["b1"], ["b2"]),
+        helper.make_node("Unsqueeze", ["a2", "zero"], ["a3"]),
+        helper.make_node("Unsqueeze", ["b2", "zero"], ["b3"]),
+        helper.make_node("Concat", ["a3", "b3"], ["y"], axis=0),
+        helper.make_node("Relu", ["b"], ["other"]),
+    ]
+
+
 def test_independent_chains_batch_even_when_their_inputs_have_other_readers():
     """An input of an independent chain that something else also reads (torch's size reads of a
     dynamic input, here a Relu) stays as it is: the rewrite stacks it, it does not consume it."""
     model = _model(
         [
-            helper.make_node("Tanh", ["a"], ["a1"]),
-            helper.make_node("Sigmoid", ["a1"], ["a2"]),
-            helper.make_node("Tanh", ["b"], ["b1"]),
-            helper.make_node("Sigmoid", ["b1"], ["b2"]),
-            helper.make_node("Unsqueeze", ["a2", "zero"], ["a3"]),
-            helper.make_node("Unsqueeze", ["b2", "zero"], ["b3"]),
-            helper.make_node("Concat", ["a3", "b3"], ["y"], axis=0),
-            helper.make_node("Relu", ["b"], ["other"]),
+            *_stacked_chains_with_a_reader_of_b(),
         ],
         [_info("a", [3, 4]), _info("b", [3, 4])],
         [_info("y", [2, 3, 4]), _info("other", [3, 4])],
@@ -320,14 +327,7 @@ def test_onnx_split_pieces_with_other_readers_keep_the_split():
     model = _model(
         [
             helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
-            helper.make_node("Tanh", ["a"], ["a1"]),
-            helper.make_node("Sigmoid", ["a1"], ["a2"]),
-            helper.make_node("Tanh", ["b"], ["b1"]),
-            helper.make_node("Sigmoid", ["b1"], ["b2"]),
-            helper.make_node("Unsqueeze", ["a2", "zero"], ["a3"]),
-            helper.make_node("Unsqueeze", ["b2", "zero"], ["b3"]),
-            helper.make_node("Concat", ["a3", "b3"], ["y"], axis=0),
-            helper.make_node("Relu", ["b"], ["other"]),
+            *_stacked_chains_with_a_reader_of_b(),
         ],
         [_info("x", [3, 8])],
         [_info("y", [2, 3, 4]), _info("other", [3, 4])],
