@@ -35,12 +35,14 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=2000)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ort_native_"))
-    timer = subprocess.run(
+    build = subprocess.run(
         ["bash", str(REPO / "bench" / "ort_native" / "build.sh"), str(work / "bin")],
-        check=True,
         capture_output=True,
         text=True,
-    ).stdout.split()[-1]
+    )
+    if build.returncode != 0:
+        sys.exit(f"building the C++ timer failed:\n{build.stderr.strip()}")
+    timer = build.stdout.split()[-1]
     original = onnx.load(REPO / "models" / "split_stack.onnx")
     models = {
         "floor: one Relu on 4 floats": one_relu_model(),

@@ -6,6 +6,8 @@ set -euo pipefail
 out=${1:?usage: build.sh OUT_DIR [HEADER_DIR]}
 here=$(cd "$(dirname "$0")" && pwd)
 include=${2:-${GRAPHOPT_ORT_INCLUDE_DIR:-$(sh "$here/../../graphopt/ort/fetch_ort_headers.sh")}}
+# Like the library's CMake build, take the headers' directory or a parent holding onnxruntime/.
+[ -f "$include/onnxruntime_c_api.h" ] || [ ! -f "$include/onnxruntime/onnxruntime_c_api.h" ] || include=$include/onnxruntime
 capi=$(python3 -c "import onnxruntime, pathlib; print(pathlib.Path(onnxruntime.__file__).parent / 'capi')")
 library=$(ls "$capi"/libonnxruntime.so.* | head -n 1)
 mkdir -p "$out"
