@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import onnx
 from onnx import helper, numpy_helper
 
@@ -109,9 +111,18 @@ def _write_value_info(graph: Graph, original: onnx.GraphProto | None, out: onnx.
 
 
 def _value_info(value: Value) -> onnx.ValueInfoProto:
-    shape = None if value.shape is None else list(value.shape)
     elem = value.dtype.onnx if value.dtype is not None else onnx.TensorProto.UNDEFINED
-    return helper.make_tensor_value_info(value.name, elem, shape)
+    info = onnx.ValueInfoProto()
+    info.name = value.name
+    info.type.CopyFrom(_tensor_type(elem, None if value.shape is None else tuple(value.shape)))
+    return info
+
+
+@functools.lru_cache(maxsize=4096)
+def _tensor_type(elem: int, shape: tuple | None) -> onnx.TypeProto:
+    """The TypeProto of a tensor value (what make_tensor_value_info writes), built once per type: a
+    graph's new values share a few. Only ever copied from, never changed."""
+    return helper.make_tensor_type_proto(elem, None if shape is None else list(shape))
 
 
 def _tensor_proto(value: Value) -> onnx.TensorProto:
@@ -125,12 +136,14 @@ def _tensor_proto(value: Value) -> onnx.TensorProto:
 def _verbatim(node: Node) -> onnx.NodeProto:
     proto: onnx.NodeProto = node.source
     explicit = node.meta["explicit_inputs"]
-    omitted = set(node.meta["omitted_outputs"])
-    inputs = ["" if v is None else v.name for v in node.inputs[:explicit]]
+    omitted = node.meta["omitted_outputs"]
+    read = node.inputs
+    inputs = ["" if v is None else v.name for v in read[:explicit]]
     outputs = ["" if i in omitted else v.name for i, v in enumerate(node.outputs)]
-    captured_now = [v.name for v in node.inputs[explicit:]]
+    captured_now = [v.name for v in read[explicit:]]
     captured_then = _captured_names(proto) if captured_now else []
-    if inputs == list(proto.input) and outputs == list(proto.output) and captured_now == captured_then:
+    # (a protobuf repeated field compares equal to a list of the same items)
+    if inputs == proto.input and outputs == proto.output and captured_now == captured_then:
         return proto
     copy = onnx.NodeProto()
     copy.CopyFrom(proto)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from pathlib import Path
 
@@ -52,8 +53,12 @@ def from_onnx(
         base_dir=base,
         evaluate=evaluate_onnx_node,
     )
-    for name in _subgraph_names(onnx_graph):
-        graph.reserve_name(name)
+    # Each field of a NodeProto read through the protobuf API costs a wrapper: each is read once, here.
+    protos = list(onnx_graph.node)
+    nested = [_has_subgraphs(node) for node in protos]
+    for node in itertools.compress(protos, nested):
+        for name in _names_inside(node):
+            graph.reserve_name(name)
     scope: dict[str, Value] = {}
     initializers = {t.name: t for t in onnx_graph.initializer}
     for info in onnx_graph.input:
@@ -74,10 +79,15 @@ def from_onnx(
         dense = _sparse_tensor(sparse)
         scope[sparse.values.name] = graph.add_constant(dense, sparse.values.name)
     opset = graph.meta["opset"].get("", 0)
-    captured = [_captured_names(node) for node in onnx_graph.node]
+    captured = [_captured_names(node) if inner else [] for node, inner in zip(protos, nested, strict=True)]
+    inputs = [list(node.input) for node in protos]
+    outputs = [list(node.output) for node in protos]
     declared = {info.name for info in (*onnx_graph.value_info, *onnx_graph.output)}
-    for index in _topological(onnx_graph, captured, set(scope), where):
-        _add_node(graph, onnx_graph.node[index], captured[index], scope, types, opset, declared)
+    const = _constants_in(scope)
+    for index in _topological(protos, inputs, outputs, captured, set(scope), where):
+        proto = protos[index]
+        names = (inputs[index], outputs[index], captured[index])
+        _add_node(graph, proto, names, scope, const, types, opset, declared)
     missing = [o.name for o in onnx_graph.output if o.name not in scope]
     if missing:
         raise BadInput(
@@ -93,18 +103,16 @@ def from_onnx(
 
 
 def _add_node(
-    graph: Graph, proto: onnx.NodeProto, captured: list[str], scope, types, opset: int, declared: set[str]
+    graph: Graph,
+    proto: onnx.NodeProto,
+    names: tuple[list[str], list[str], list[str]],
+    scope,
+    const,
+    types,
+    opset: int,
+    declared: set[str],
 ) -> None:
-    def const(name: str) -> Tensor | None:
-        value = scope.get(name)
-        if value is None:
-            return None
-        if value.const is not None:
-            return value.const
-        if value.producer is not None and value.producer.op == "constant":
-            return value.producer.attrs["value"]
-        return None
-
+    """Adds the node for ``proto``; ``names``: its input, output and captured value names."""
     try:
         translated = translate(proto, opset, const)
     except Exception as error:  # a damaged node (a required attribute missing or mistyped): carried
@@ -115,10 +123,11 @@ def _add_node(
         op, attrs = opaque_name("onnx", name), {}
     else:
         op, attrs = translated
-    # (Each field of a NodeProto read through the protobuf API costs a wrapper: read each once.)
-    input_names, output_names, node_name = proto.input, list(proto.output), proto.name
+    input_names, output_names, captured = names
+    node_name = proto.name
     inputs = [scope[name] if name else None for name in input_names]
-    inputs += [scope[name] for name in captured]
+    if captured:
+        inputs += [scope[name] for name in captured]
     outputs = []
     for name in output_names:
         # Omitted optional outputs have no name; they still hold their position.
@@ -128,10 +137,27 @@ def _add_node(
     node = graph.add_node(op, inputs, attrs, outputs=outputs, name=node_name or _default_name(proto))
     node.source = proto
     node.meta["explicit_inputs"] = len(input_names)
-    node.meta["omitted_outputs"] = [i for i, name in enumerate(output_names) if not name]
+    omitted = [] if all(output_names) else [i for i, name in enumerate(output_names) if not name]
+    node.meta["omitted_outputs"] = omitted
     for value in node.outputs:
         scope[value.name] = value
-    _fill_types(node, any(name in declared for name in output_names))
+    _fill_types(node, not declared.isdisjoint(output_names))
+
+
+def _constants_in(scope: dict[str, Value]):
+    """The lookup ``translate`` reads constant inputs with: the tensor of a value name, if constant."""
+
+    def const(name: str) -> Tensor | None:
+        value = scope.get(name)
+        if value is None:
+            return None
+        if value.const is not None:
+            return value.const
+        if value.producer is not None and value.producer.op == "constant":
+            return value.producer.attrs["value"]
+        return None
+
+    return const
 
 
 def _default_name(proto: onnx.NodeProto) -> str:
@@ -142,8 +168,9 @@ def _fill_types(node, declared: bool) -> None:
     """Where ONNX shape inference gave up, the canonical rules may still know. And where the model
     declares a shape (value_info, graph outputs) that the op does not compute, the op's wins: ONNX
     Runtime computes the op's, and ONNX shape inference keeps a declared shape it disagrees with."""
-    complete = all(v.dtype is not None and v.shape is not None for v in node.outputs)
-    if ":" in node.op or (complete and not declared):
+    if ":" in node.op:
+        return
+    if not declared and all(v.dtype is not None and v.shape is not None for v in node.outputs):
         return
     from ..ir import infer_outputs
 
@@ -177,20 +204,25 @@ def _validate(model: onnx.ModelProto, where: str, path: Path | None) -> None:
 
 
 def _topological(
-    graph: onnx.GraphProto, captured: list[list[str]], defined: set[str], where: str
+    protos: list[onnx.NodeProto],
+    inputs: list[list[str]],
+    outputs: list[list[str]],
+    captured: list[list[str]],
+    defined: set[str],
+    where: str,
 ) -> list[int]:
     """Node indices in an order where every input is defined first; names what is undefined or cyclic."""
-    reads = [[n for n in node.input if n] + captured[i] for i, node in enumerate(graph.node)]
-    if _already_sorted(graph, reads, defined):
-        return list(range(len(graph.node)))
+    reads = [[n for n in names if n] + extra for names, extra in zip(inputs, captured, strict=True)]
+    if _already_sorted(reads, outputs, defined):
+        return list(range(len(protos)))
     producer = {}
-    for index, node in enumerate(graph.node):
-        for name in node.output:
+    for index, names in enumerate(outputs):
+        for name in names:
             if name:
                 producer[name] = index
-    state = [0] * len(graph.node)  # 0 new, 1 on the current path, 2 done
+    state = [0] * len(protos)  # 0 new, 1 on the current path, 2 done
     order: list[int] = []
-    for start in range(len(graph.node)):
+    for start in range(len(protos)):
         if state[start]:
             continue
         stack = [(start, iter(reads[start]))]
@@ -201,14 +233,14 @@ def _topological(
                 if name in defined:
                     continue
                 if name not in producer:
-                    node = graph.node[index]
+                    node = protos[index]
                     raise BadInput(
                         f"{where}: node {node.name or node.op_type!r} reads {name!r}, which no node, "
                         "input or initializer defines; expected every value to be defined"
                     )
                 dep = producer[name]
                 if state[dep] == 1:
-                    cycle = [graph.node[i].name or graph.node[i].op_type for i, _ in stack]
+                    cycle = [protos[i].name or protos[i].op_type for i, _ in stack]
                     raise BadInput(f"{where}: the graph has a cycle through nodes {' -> '.join(cycle)}")
                 state[dep] = 1
                 stack.append((dep, iter(reads[dep])))
@@ -217,23 +249,31 @@ def _topological(
                 stack.pop()
                 state[index] = 2
                 order.append(index)
-                defined.update(n for n in graph.node[index].output if n)
+                defined.update(n for n in outputs[index] if n)
     return order
 
 
-def _already_sorted(graph: onnx.GraphProto, reads: list[list[str]], defined: set[str]) -> bool:
+def _already_sorted(reads: list[list[str]], outputs: list[list[str]], defined: set[str]) -> bool:
     """The common case, checked in one pass: every node reads only what is defined before it."""
     seen = set(defined)
-    for node, names in zip(graph.node, reads, strict=True):
+    for names, produced in zip(reads, outputs, strict=True):
         if not all(name in seen for name in names):
             return False
-        seen.update(node.output)
+        seen.update(produced)
     return True
+
+
+def _has_subgraphs(node: onnx.NodeProto) -> bool:
+    """Whether an attribute of the node holds a graph (If/Loop/Scan bodies)."""
+    return any(a.type in _GRAPH_TYPES for a in node.attribute)
+
+
+_GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
 def _captured_names(node: onnx.NodeProto) -> list[str]:
     """Outer values that the node's subgraphs read by name (If/Loop/Scan bodies)."""
-    if not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+    if not _has_subgraphs(node):
         return []
     names: dict[str, None] = {}
     for attribute in node.attribute:
@@ -266,15 +306,15 @@ def _attribute_graphs(attribute: onnx.AttributeProto):
         yield from attribute.graphs
 
 
-def _subgraph_names(graph: onnx.GraphProto):
-    for node in graph.node:
-        for attribute in node.attribute:
-            for sub in _attribute_graphs(attribute):
-                yield from (i.name for i in sub.input)
-                yield from (t.name for t in sub.initializer)
-                for inner in sub.node:
-                    yield from inner.output
-                yield from _subgraph_names(sub)
+def _names_inside(node: onnx.NodeProto):
+    """The value names defined inside the node's subgraphs, at any depth."""
+    for attribute in node.attribute:
+        for sub in _attribute_graphs(attribute):
+            yield from (i.name for i in sub.input)
+            yield from (t.name for t in sub.initializer)
+            for inner in sub.node:
+                yield from inner.output
+                yield from _names_inside(inner)
 
 
 def _value_type(type_proto: onnx.TypeProto) -> tuple[DType | None, Shape | None]:

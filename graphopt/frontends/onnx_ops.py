@@ -29,6 +29,7 @@ _UNARY = {
     "Neg": Op.NEG,
 }
 _BINARY = {"Add": Op.ADD, "Sub": Op.SUB, "Mul": Op.MUL, "Div": Op.DIV, "Pow": Op.POW, "MatMul": Op.MATMUL}
+_POINTWISE = {**_UNARY, **_BINARY}  # (ops without attributes, translated by name alone)
 
 
 def attributes(node: onnx.NodeProto) -> dict[str, Any]:
@@ -47,19 +48,21 @@ def _decoded(value: Any) -> Any:
 
 def translate(node: onnx.NodeProto, opset: int, const: ConstLookup) -> tuple[str, dict[str, Any]] | None:
     """The canonical (op, attrs) of an ONNX node, or None to carry it through verbatim."""
-    domain = "" if node.domain == "ai.onnx" else node.domain
+    # (Each read of a NodeProto field builds a new Python object: each is read once.)
+    domain, op_type = node.domain, node.op_type
+    if domain == "ai.onnx":
+        domain = ""
     if "" in node.input and _omits_required_input(node, opset, domain):
         return None  # (a damaged node: carried as it is, for the checker or the runtime to name)
     if domain == "":
-        if node.op_type in _UNARY or node.op_type in _BINARY:
-            if node.attribute:
-                return None
-            return _UNARY.get(node.op_type) or _BINARY[node.op_type], {}
-        handler = _DEFAULT_DOMAIN.get(node.op_type)
-    elif domain == "com.microsoft" and node.op_type == "SimplifiedLayerNormalization":
+        pointwise = _POINTWISE.get(op_type)
+        if pointwise is not None:
+            return None if node.attribute else (pointwise, {})
+        handler = _DEFAULT_DOMAIN.get(op_type)
+    elif domain == "com.microsoft" and op_type == "SimplifiedLayerNormalization":
         handler = _rms_norm
     elif domain == "graphopt":
-        handler = _FUSED.get(node.op_type)
+        handler = _FUSED.get(op_type)
     else:
         handler = None
     if handler is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 from pathlib import Path
 
@@ -37,12 +39,15 @@ def read_onnx(path: str | os.PathLike) -> onnx.ModelProto:
         raise BadInput(
             f"{path} is not an ONNX model: its protobuf does not parse ({detail}); {EXPECTED}"
         ) from None
-    check_model_proto(model, str(path))
-    check_external_data(model, path.parent, str(path))
+    tensors = check_model_proto(model, str(path))
+    check_external_data(model, path.parent, str(path), tensors)
     return model
 
 
-def check_model_proto(model: onnx.ModelProto, where: str) -> None:
+def check_model_proto(model: onnx.ModelProto, where: str) -> list[onnx.TensorProto]:
+    """Checks the header and the size of every tensor; returns the tensors (initializers and attribute
+    tensors, subgraphs included), which check_external_data can take instead of walking every node
+    again."""
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise BadInput(
             f"{where} is a protobuf message but not an ONNX model (no IR version or no graph); {EXPECTED}"
@@ -61,8 +66,10 @@ def check_model_proto(model: onnx.ModelProto, where: str) -> None:
             )
     if not model.graph.output:
         raise BadInput(f"{where} has a graph with no outputs; {EXPECTED}")
-    for tensor in _all_tensors(model.graph):
+    tensors = list(_all_tensors(model.graph))
+    for tensor in tensors:
         check_tensor_size(tensor, where)
+    return tensors
 
 
 # Where each element type keeps its values when they are not raw bytes (and how many per element).
@@ -80,16 +87,12 @@ _TYPED_FIELDS = {
 def check_tensor_size(tensor: onnx.TensorProto, where: str) -> None:
     """The tensor's data holds exactly what its dims and element type say (checked without reading
     external data): a damaged size would otherwise fail deep inside a pass that reads the values."""
-    if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED) or any(
-        d < 0 for d in tensor.dims
-    ):
+    data_type, dims = tensor.data_type, list(tensor.dims)
+    if data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED) or any(d < 0 for d in dims):
         return  # (the checker names these)
-    count = 1
-    for dim in tensor.dims:
-        count *= dim
-    try:
-        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-    except (KeyError, ValueError, TypeError):
+    count = math.prod(dims)
+    itemsize = _itemsize(data_type)
+    if itemsize is None:
         return  # an element type this onnx does not know: the checker names it
     name = tensor.name or "(unnamed)"
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
@@ -97,23 +100,31 @@ def check_tensor_size(tensor: onnx.TensorProto, where: str) -> None:
         if length is not None and length != count * itemsize:
             raise BadInput(
                 f"{where}: tensor {name!r} has {length} bytes of external data; its shape "
-                f"{list(tensor.dims)} and type need {count * itemsize}"
+                f"{dims} and type need {count * itemsize}"
             )
         return
     if tensor.HasField("raw_data"):
         if len(tensor.raw_data) != count * itemsize:
             raise BadInput(
-                f"{where}: tensor {name!r} holds {len(tensor.raw_data)} bytes; its shape {list(tensor.dims)} "
+                f"{where}: tensor {name!r} holds {len(tensor.raw_data)} bytes; its shape {dims} "
                 f"and type need {count * itemsize}"
             )
         return
-    field, per_element = _TYPED_FIELDS.get(tensor.data_type, ("int32_data", 1))
+    field, per_element = _TYPED_FIELDS.get(data_type, ("int32_data", 1))
     stored = len(getattr(tensor, field))
     if stored and stored != count * per_element:
         raise BadInput(
-            f"{where}: tensor {name!r} holds {stored} values; its shape {list(tensor.dims)} needs "
-            f"{count * per_element}"
+            f"{where}: tensor {name!r} holds {stored} values; its shape {dims} needs {count * per_element}"
         )
+
+
+@functools.cache
+def _itemsize(data_type: int) -> int | None:
+    """Bytes per element of an ONNX element type; None for one this onnx does not know."""
+    try:
+        return onnx.helper.tensor_dtype_to_np_dtype(data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
 
 
 def _external_info(tensor: onnx.TensorProto, where: str) -> dict:
@@ -135,9 +146,12 @@ def _external_info(tensor: onnx.TensorProto, where: str) -> dict:
     return info
 
 
-def check_external_data(model: onnx.ModelProto, base_dir: Path, where: str) -> None:
-    """Every externally stored tensor must lie inside an existing file next to the model."""
-    for tensor in _all_tensors(model.graph):
+def check_external_data(
+    model: onnx.ModelProto, base_dir: Path, where: str, tensors: list[onnx.TensorProto] | None = None
+) -> None:
+    """Every externally stored tensor must lie inside an existing file next to the model. ``tensors``:
+    the model's, as check_model_proto returns them."""
+    for tensor in _all_tensors(model.graph) if tensors is None else tensors:
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = _external_info(tensor, where)
@@ -165,14 +179,11 @@ def _all_tensors(graph: onnx.GraphProto):
     yield from graph.initializer
     for node in graph.node:
         for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.TENSOR:
+            kind = attribute.type  # (read once: most attributes are plain numbers, and are skipped)
+            if kind == onnx.AttributeProto.TENSOR:
                 yield attribute.t
-            for sub in _subgraphs(attribute):
-                yield from _all_tensors(sub)
-
-
-def _subgraphs(attribute: onnx.AttributeProto):
-    if attribute.type == onnx.AttributeProto.GRAPH:
-        yield attribute.g
-    elif attribute.type == onnx.AttributeProto.GRAPHS:
-        yield from attribute.graphs
+            elif kind == onnx.AttributeProto.GRAPH:
+                yield from _all_tensors(attribute.g)
+            elif kind == onnx.AttributeProto.GRAPHS:
+                for sub in attribute.graphs:
+                    yield from _all_tensors(sub)

@@ -17,6 +17,8 @@ def frozen(value: Any) -> Any:
     if kind in _PLAIN:
         return value
     if kind is dict:
+        if not value:
+            return ()  # (most nodes have no attributes)
         return tuple(sorted((k, v if type(v) in _PLAIN else frozen(v)) for k, v in value.items()))
     if kind is tuple and all(type(v) in _PLAIN for v in value):
         return value

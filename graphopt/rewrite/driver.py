@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from ..ir import Graph, GraphError, Node, Value
-from .pattern import Match, match
+from .pattern import Match, NodePattern, match
 from .rule import Builder, Decline, Fail, InPlace, Rule
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
     misses: dict[tuple[str, str], NearMiss] = {}
     missed_at: dict[tuple[str, str], Node] = {}
     depth = max((pattern_depth(rule.root) for rule in rules), default=1)
-    dirty: set[Node] | None = None  # None: every node
+    dirty: dict[str, list[Node]] | None = None  # by op; None: every node
     for _ in range(MAX_ROUNDS):
         changed = False
         touched: list[Node] = []
@@ -93,8 +93,12 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
             if dirty is None:
                 candidates = graph.nodes_of(rule.root.ops)
             else:  # in creation order, as nodes_of gives them, without walking every node of the op
-                candidates = sorted((n for n in dirty if n.op in rule.root.ops), key=_creation_order)
+                dirty_of_op = (n for op in rule.root.ops for n in dirty.get(op, ()))
+                candidates = sorted(dirty_of_op, key=_creation_order)
+            roots, reach = _possible_roots(graph, rule.root, len(candidates))  # roots None: all may match
             for node in candidates:
+                if roots is not None and node not in roots:
+                    continue
                 if node not in graph:
                     continue  # erased by an earlier rewrite of this round
                 found = match(rule.root, node)
@@ -110,18 +114,21 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
                 if not may_rewrite():
                     continue
                 try:
-                    touched += rewrite_match(graph, rule.name, outcome, rule.replace)
+                    changed_nodes = rewrite_match(graph, rule.name, outcome, rule.replace)
                 except Decline as declined:
                     misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, declined.reason)
                     missed_at[(rule.name, node.name)] = node
                     continue
+                touched += changed_nodes
+                if roots is not None:  # (new reads can bring a needed op within reach of more nodes)
+                    roots |= _downstream(changed_nodes, reach)
                 misses.pop((rule.name, node.name), None)
                 count_rewrite(rule.name, node.name)
                 stats.counts[rule.name] += 1
                 changed = True
         if not changed:
             break
-        dirty = _downstream([n for n in touched if n in graph], depth)
+        dirty = _by_op(_downstream([n for n in touched if n in graph], depth))
     else:
         raise GraphError(
             f"rules {[r.name for r in rules]} did not reach a fixed point in {MAX_ROUNDS} rounds"
@@ -136,6 +143,48 @@ def _creation_order(node: Node) -> int:
     return node.seq
 
 
+def _by_op(nodes: Iterable[Node]) -> dict[str, list[Node]]:
+    """The nodes grouped by op (each rule of a round then looks at its root's ops only)."""
+    grouped: dict[str, list[Node]] = {}
+    for node in nodes:
+        grouped.setdefault(node.op, []).append(node)
+    return grouped
+
+
+def _possible_roots(graph: Graph, pattern: NodePattern, candidates: int) -> tuple[set[Node] | None, int]:
+    """The candidates that can match ``pattern`` as far as ops tell, and how many reads ``reach`` the
+    narrowing looks up; (None, 0) when finding them would cost more than trying the ``candidates``.
+
+    The pattern needs a node of some op (the rarest in it) ``reach`` inputs above its root, through
+    nodes of the ops on the way: the set is what lies at the end of such paths in the graph. A
+    candidate outside it can come to match only through a read that a rewrite adds, and every added
+    read is by a node that the rewrite returns as changed: the nodes within ``reach`` reads of those
+    join the set. Most patterns need an op far rarer than their root's (GELU's ``mul`` reads an
+    ``erf``), so this spares trying thousands of nodes one by one.
+    """
+    needed = [(sub, path) for sub, path in _sub_patterns(pattern, ()) if path]
+    if not needed:
+        return None, 0
+    rarest, path = min(needed, key=lambda found: graph.count_of(found[0].ops))
+    if graph.count_of(rarest.ops) >= 2 * candidates:
+        return None, 0  # (following that many nodes' reads would take longer than trying the candidates)
+    roots = set(graph.nodes_of(rarest.ops))
+    for ops in reversed(path):  # (from the rarest node's reader down to the root)
+        roots = {
+            use.node for node in roots for value in node.outputs for use in value.uses if use.node.op in ops
+        }
+    return roots, len(path)
+
+
+def _sub_patterns(pattern: NodePattern, path: tuple) -> Iterator[tuple[NodePattern, tuple]]:
+    """Every node pattern within ``pattern``, with the ops of the patterns between it and the root
+    (the root's first; empty for the root itself)."""
+    yield pattern, path
+    for sub in pattern.inputs:
+        if isinstance(sub, NodePattern):
+            yield from _sub_patterns(sub, (*path, pattern.ops))
+
+
 def pattern_depth(pattern) -> int:
     inputs = getattr(pattern, "inputs", ())
     return 1 + max((pattern_depth(p) for p in inputs), default=0)
@@ -144,11 +193,12 @@ def pattern_depth(pattern) -> int:
 def _downstream(nodes: list[Node], depth: int) -> set[Node]:
     """The nodes within ``depth`` reads of ``nodes`` (themselves included): where new matches can root."""
     found = set(nodes)
-    frontier = list(nodes)
+    frontier = found
     for _ in range(depth):
-        frontier = [use.node for node in frontier for value in node.outputs for use in value.uses]
-        frontier = [n for n in frontier if n not in found]
-        found.update(frontier)
+        frontier = {use.node for node in frontier for value in node.outputs for use in value.uses} - found
+        if not frontier:
+            break
+        found |= frontier
     return found
 
 
@@ -257,11 +307,22 @@ def _undo(graph: Graph, builder: Builder) -> None:
 
 
 def erase_dead(graph: Graph, nodes: Sequence[Node]) -> None:
-    pending = [n for n in nodes if n in graph]
-    while pending:
-        dead = [n for n in pending if not any(graph.is_used(v) for v in n.outputs)]
-        if not dead:
-            return
-        for node in dead:
-            graph.erase(node)
-        pending = [n for n in pending if n in graph]
+    """Erases those of ``nodes`` that nothing reads, then those that only erased ones read, and so on.
+
+    (A worklist: erasing a node can only leave the producers of its inputs unread, so only those are
+    looked at again, rather than every pending node once per layer of a long matched chain.)"""
+    pending = {n for n in nodes if n in graph}
+    unread = [n for n in pending if not _is_read(graph, n)]
+    while unread:
+        node = unread.pop()
+        if node not in graph:
+            continue  # (reached twice)
+        graph.erase(node)
+        for value in node.inputs:
+            producer = value.producer if value is not None else None
+            if producer in pending and producer in graph and not _is_read(graph, producer):
+                unread.append(producer)
+
+
+def _is_read(graph: Graph, node: Node) -> bool:
+    return any(graph.is_used(value) for value in node.outputs)
