@@ -33,10 +33,10 @@ def run(graph: Graph) -> RewriteStats:
             continue
         if node in written:
             continue  # a fresh tensor an in-place op then writes to (maybe through a view) is no constant
-        inputs = [v for v in node.inputs if v is not None]
         arrays = _static_inputs(node)
         if arrays is None:
             continue
+        inputs = [v for v in node.inputs if v is not None]
         sizes = [_bytes(v) for v in node.outputs]
         out_bytes = None if None in sizes else sum(sizes)  # an output of unknown size stays computed
         in_bytes = sum(constant_of(v).nbytes for v in inputs if constant_of(v) is not None)

@@ -23,7 +23,7 @@ def _raw(match, attr: str):
 
 def _ints(value) -> tuple[int, ...] | None:
     tensor = constant_of(value) if value is not None else None
-    return None if tensor is None else tuple(int(v) for v in tensor.numpy().reshape(-1))
+    return None if tensor is None else tensor.ints()
 
 
 def current_attrs(node) -> dict:

@@ -99,8 +99,8 @@ def _write_outputs(graph: Graph, original: onnx.GraphProto | None, out: onnx.Gra
 
 
 def _write_value_info(graph: Graph, original: onnx.GraphProto | None, out: onnx.GraphProto) -> None:
-    live = {v.name: v for v in graph.values()}
-    if original is not None:
+    if original is not None and original.value_info:  # (most exported models declare none)
+        live = {v.name for v in graph.values()}
         out.value_info.extend(info for info in original.value_info if info.name in live)
     # New values get their types written too, so runtimes need no shape inference to place them.
     for node in graph:

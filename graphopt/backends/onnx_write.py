@@ -139,8 +139,9 @@ def _initializers(graph: onnx.GraphProto):
     yield from graph.initializer
     for node in graph.node:
         for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
+            kind = attribute.type
+            if kind == onnx.AttributeProto.GRAPH:
                 yield from _initializers(attribute.g)
-            elif attribute.type == onnx.AttributeProto.GRAPHS:
+            elif kind == onnx.AttributeProto.GRAPHS:
                 for sub in attribute.graphs:
                     yield from _initializers(sub)

@@ -68,13 +68,11 @@ def from_onnx(
             # A default that callers may override: an input, not a constant.
             value.meta["onnx_initializer"] = initializers.pop(info.name)
         scope[info.name] = value
-    for tensor in initializers.values():
-        value = graph.add_constant(_lazy_tensor(tensor, base), tensor.name)
-        if value.name != tensor.name:
-            raise BadInput(
-                f"{where}: initializer {tensor.name!r} is defined twice; expected unique value names"
-            )
-        scope[tensor.name] = value
+    for name, tensor in initializers.items():
+        value = graph.add_constant(_lazy_tensor(tensor, base), name)
+        if value.name != name:
+            raise BadInput(f"{where}: initializer {name!r} is defined twice; expected unique value names")
+        scope[name] = value
     for sparse in onnx_graph.sparse_initializer:
         dense = _sparse_tensor(sparse)
         scope[sparse.values.name] = graph.add_constant(dense, sparse.values.name)
@@ -212,9 +210,9 @@ def _topological(
     where: str,
 ) -> list[int]:
     """Node indices in an order where every input is defined first; names what is undefined or cyclic."""
-    reads = [[n for n in names if n] + extra for names, extra in zip(inputs, captured, strict=True)]
-    if _already_sorted(reads, outputs, defined):
+    if _already_sorted(inputs, outputs, captured, defined):
         return list(range(len(protos)))
+    reads = [[n for n in names if n] + extra for names, extra in zip(inputs, captured, strict=True)]
     producer = {}
     for index, names in enumerate(outputs):
         for name in names:
@@ -253,11 +251,16 @@ def _topological(
     return order
 
 
-def _already_sorted(reads: list[list[str]], outputs: list[list[str]], defined: set[str]) -> bool:
+def _already_sorted(
+    inputs: list[list[str]], outputs: list[list[str]], captured: list[list[str]], defined: set[str]
+) -> bool:
     """The common case, checked in one pass: every node reads only what is defined before it."""
     seen = set(defined)
-    for names, produced in zip(reads, outputs, strict=True):
-        if not all(name in seen for name in names):
+    for names, produced, extra in zip(inputs, outputs, captured, strict=True):
+        # (an omitted optional input is named "": the slower check skips it)
+        if not seen.issuperset(names) and not all(name in seen for name in names if name):
+            return False
+        if extra and not seen.issuperset(extra):
             return False
         seen.update(produced)
     return True
@@ -265,7 +268,8 @@ def _already_sorted(reads: list[list[str]], outputs: list[list[str]], defined: s
 
 def _has_subgraphs(node: onnx.NodeProto) -> bool:
     """Whether an attribute of the node holds a graph (If/Loop/Scan bodies)."""
-    return any(a.type in _GRAPH_TYPES for a in node.attribute)
+    attributes = node.attribute
+    return bool(attributes) and any(a.type in _GRAPH_TYPES for a in attributes)
 
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
@@ -363,15 +367,16 @@ def _types_of(model: onnx.ModelProto) -> tuple[dict[str, tuple[DType | None, Sha
     except Exception as error:  # inference is a help, not a requirement
         inferred, problem = model, str(error).strip()
     types = {}
-    by_type: dict[bytes, tuple[DType | None, Shape | None]] = {}  # most values share a few types
+    # Most values share a few types: each distinct one is read once (None: not a tensor type).
+    by_type: dict[bytes, tuple[DType | None, Shape | None] | None] = {}
     graph = inferred.graph
     for info in (*graph.input, *graph.value_info, *graph.output):
         type_proto = info.type
-        if type_proto.HasField("tensor_type"):
-            key = type_proto.SerializeToString()
-            found = by_type.get(key)
-            if found is None:
-                found = by_type[key] = _value_type(type_proto)
+        key = type_proto.SerializeToString()
+        if key not in by_type:
+            by_type[key] = _value_type(type_proto) if type_proto.HasField("tensor_type") else None
+        found = by_type[key]
+        if found is not None:
             types[info.name] = found
     return types, problem
 

@@ -35,7 +35,23 @@ _POINTWISE = {**_UNARY, **_BINARY}  # (ops without attributes, translated by nam
 def attributes(node: onnx.NodeProto) -> dict[str, Any]:
     """Attribute values by name, with strings as str (ONNX stores them as bytes: Gelu's b"tanh" would
     otherwise never equal "tanh")."""
-    return {a.name: _decoded(helper.get_attribute_value(a)) for a in node.attribute}
+    return {a.name: _attribute_value(a) for a in node.attribute}
+
+
+def _attribute_value(attribute: onnx.AttributeProto) -> Any:
+    """What ``helper.get_attribute_value`` returns, decoded; the common kinds are read here directly
+    (that helper reads the kind field again for every kind it tries)."""
+    kind = attribute.type
+    if kind in _PLAIN_KINDS and not attribute.ref_attr_name:  # (the helper refuses references)
+        if kind == onnx.AttributeProto.INT:
+            return attribute.i
+        if kind == onnx.AttributeProto.FLOAT:
+            return attribute.f
+        return list(attribute.ints)
+    return _decoded(helper.get_attribute_value(attribute))
+
+
+_PLAIN_KINDS = frozenset({onnx.AttributeProto.INT, onnx.AttributeProto.FLOAT, onnx.AttributeProto.INTS})
 
 
 def _decoded(value: Any) -> Any:
@@ -87,7 +103,7 @@ def _omits_required_input(node: onnx.NodeProto, opset: int, domain: str) -> bool
 
 
 def _ints(tensor: Tensor | None) -> tuple[int, ...] | None:
-    return None if tensor is None else tuple(int(v) for v in tensor.numpy().reshape(-1))
+    return None if tensor is None else tensor.ints()
 
 
 def _input_name(node: onnx.NodeProto, i: int) -> str:

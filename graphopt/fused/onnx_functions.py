@@ -112,9 +112,14 @@ def attach_functions(model: onnx.ModelProto) -> None:
     elem_types = _input_elem_types(model) if opset < CAST_LIKE_OPSET else {}
     existing = {(f.domain, f.name, f.overload) for f in model.functions}
     added = 0
+    variants: dict[tuple, tuple[Variant, str]] = {}  # (thousands of nodes, a few variants)
     for node in nodes:
-        variant = variant_of(node, opset, elem_types.get(node.input[0]))
-        node.overload = overload_name(variant)
+        elem_type = elem_types.get(node.input[0])
+        key = _variant_key(node, elem_type)
+        if key not in variants:
+            variant = variant_of(node, opset, elem_type)
+            variants[key] = (variant, overload_name(variant))
+        variant, node.overload = variants[key]
         key = (DOMAIN, node.op_type, node.overload)
         if key not in existing:
             model.functions.append(build_function(variant))
@@ -126,6 +131,17 @@ def attach_functions(model: onnx.ModelProto) -> None:
             _ensure_opset_import(function.opset_import)
     model.ir_version = max(model.ir_version, OVERLOAD_IR_VERSION)
     log.debug("attached fallback functions: %d graphopt nodes, %d functions added", len(nodes), added)
+
+
+def _variant_key(node: onnx.NodeProto, elem_type: int | None) -> tuple:
+    """All that ``variant_of`` reads of a node (and more): nodes with equal keys have one variant."""
+    return (
+        node.op_type,
+        tuple(a.SerializeToString() for a in node.attribute),
+        tuple(map(bool, node.input)),
+        tuple(map(bool, node.output)),
+        elem_type,
+    )
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
@@ -151,9 +167,10 @@ def _walk(nodes) -> Iterator[onnx.NodeProto]:
     for node in nodes:
         yield node
         for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
+            kind = attr.type
+            if kind == onnx.AttributeProto.GRAPH:
                 yield from _walk(attr.g.node)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
+            elif kind == onnx.AttributeProto.GRAPHS:
                 for graph in attr.graphs:
                     yield from _walk(graph.node)
 

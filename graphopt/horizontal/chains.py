@@ -51,13 +51,13 @@ def trace_chain(graph: Graph, output: Value, combine: Node) -> Chain | Fail:
 
 def _collect(root: Node, inside: set[Node], order: list[Node], leaves: dict[Value, None]) -> None:
     """Post-order DFS over batchable producers; the values where it stops are the leaves."""
-    stack = [(root, 0)]
+    stack = [(root, root.inputs, 0)]  # (each node's inputs, read once: ``Node.inputs`` copies them)
     inside.add(root)
     while stack:
-        node, index = stack.pop()
-        if index < len(node.inputs):
-            stack.append((node, index + 1))
-            value = node.inputs[index]
+        node, inputs, index = stack.pop()
+        if index < len(inputs):
+            stack.append((node, inputs, index + 1))
+            value = inputs[index]
             if value is None or constant_of(value) is not None:
                 continue
             producer = value.producer
@@ -67,7 +67,7 @@ def _collect(root: Node, inside: set[Node], order: list[Node], leaves: dict[Valu
                 leaves[value] = None
                 continue
             inside.add(producer)
-            stack.append((producer, 0))
+            stack.append((producer, producer.inputs, 0))
         else:
             order.append(node)
 

@@ -239,7 +239,7 @@ class Graph:
         """Rewires one input; for frontends and the rewrite driver, not for rules."""
         old = node._inputs[index]
         if old is not None:
-            old.uses.remove(Use(node, index))
+            old.uses.remove((node, index))
         node._inputs[index] = value
         if value is not None:
             value.uses.append(Use(node, index))
@@ -250,7 +250,7 @@ class Graph:
         for index in range(len(node._inputs) - 1, count - 1, -1):
             value = node._inputs[index]
             if value is not None:
-                value.uses.remove(Use(node, index))
+                value.uses.remove((node, index))
         del node._inputs[count:]
 
     def erase(self, node: Node) -> None:
@@ -261,7 +261,7 @@ class Graph:
                 raise GraphError(f"cannot erase {node.op} {node.name!r}: {value.name!r} is read by {readers}")
         for index, value in enumerate(node._inputs):
             if value is not None:
-                value.uses.remove(Use(node, index))
+                value.uses.remove((node, index))  # (equal to the Use: no NamedTuple built to find it)
         del self._nodes[node]
         del self._by_op[node.op][node]
         node.graph = None
@@ -290,7 +290,8 @@ class Graph:
         """Erases nodes (and, unless ``keep_constants``, constants) that no output depends on."""
         removed = 0
         for node in reversed(list(self._nodes)):
-            if not any(self.is_used(v) for v in node.outputs) and not node.meta.get("side_effects"):
+            read = any(v.uses or self.is_output(v) for v in node.outputs)
+            if not read and not node.meta.get("side_effects"):
                 self.erase(node)
                 removed += 1
         if not keep_constants:

@@ -30,7 +30,7 @@ class Tensor:
         if (array is None) == (loader is None):
             raise ValueError("a Tensor needs exactly one of array or loader")
         self.dtype = dtype
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(map(int, shape))
         self.nbytes = math.prod(self.shape) * dtype.itemsize  # (np.prod costs microseconds per call)
         self._array = array
         self._loader = loader
@@ -57,6 +57,13 @@ class Tensor:
             array = np.asarray(self._loader()).reshape(self.shape)
             self._array, self._loader = array, None
         return self._array
+
+    def ints(self) -> tuple[int, ...]:
+        """The values, flattened, as Python ints (a shape, sizes, axes)."""
+        values = self.numpy().reshape(-1)
+        if values.dtype.kind in "iu":
+            return tuple(values.tolist())  # (the same ints, without an int() call per element)
+        return tuple(int(v) for v in values)
 
     def scalar(self) -> float | int | None:
         """The single value of a one-element tensor, else None."""

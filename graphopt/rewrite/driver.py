@@ -80,7 +80,8 @@ def count_rewrite(rule: str, node: str) -> None:
 
 def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
     """Applies the rules until none matches. After the first round only the neighbourhood of what the
-    previous round changed is searched again: a match needs a changed node within its pattern's depth."""
+    previous round changed is searched again: a match needs a changed node within its pattern's depth.
+    Of those candidates, a rule tries the ones that ``_possible_roots`` leaves."""
     stats = RewriteStats()
     misses: dict[tuple[str, str], NearMiss] = {}
     missed_at: dict[tuple[str, str], Node] = {}
@@ -242,7 +243,8 @@ def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[N
         if builder.created:
             raise GraphError(f"rule {rule_name} built nodes and also changed {root.name!r} in place")
         _update_in_place(graph, root, results)
-        erase_dead(graph, [n for n in found.matched if n is not root])
+        if len(found.matched) > 1:  # (a canonicalization matches its root alone)
+            erase_dead(graph, [n for n in found.matched if n is not root])
         return [root]
     if isinstance(results, dict):
         # Besides the root's outputs, the rule replaces other matched values (a fused op that also
@@ -311,7 +313,7 @@ def erase_dead(graph: Graph, nodes: Sequence[Node]) -> None:
 
     (A worklist: erasing a node can only leave the producers of its inputs unread, so only those are
     looked at again, rather than every pending node once per layer of a long matched chain.)"""
-    pending = {n for n in nodes if n in graph}
+    pending = {n: None for n in nodes if n in graph}  # (a dict: erased in a deterministic order)
     unread = [n for n in pending if not _is_read(graph, n)]
     while unread:
         node = unread.pop()
@@ -325,4 +327,4 @@ def erase_dead(graph: Graph, nodes: Sequence[Node]) -> None:
 
 
 def _is_read(graph: Graph, node: Node) -> bool:
-    return any(graph.is_used(value) for value in node.outputs)
+    return any(value.uses or graph.is_output(value) for value in node.outputs)

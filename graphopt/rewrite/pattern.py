@@ -43,7 +43,7 @@ class NodePattern:
         self.name: str | None = None
         self.output_index = 0
         self._wants: tuple | None = None
-        self._flat: tuple[Var, ...] | bool | None = False  # False: not computed yet
+        self._flat: tuple[str, ...] | bool | None = False  # False: not computed yet
 
     def producer_wants(self) -> tuple[tuple[int, frozenset[str], int], ...]:
         """(input index, ops, output index) of each input that must come from a node (computed
@@ -54,13 +54,13 @@ class NodePattern:
             )
         return self._wants
 
-    def flat_vars(self) -> tuple[Var, ...] | None:
-        """The inputs, when every one is a distinct variable (a pattern of one node, such as the
-        canonicalizations'): then a match is just the node's inputs bound by name."""
+    def flat_names(self) -> tuple[str, ...] | None:
+        """The names of the inputs, when every one is a distinct variable (a pattern of one node, such
+        as the canonicalizations'): then a match is just the node's inputs bound by name."""
         if self._flat is False:
             names = [p.name for p in self.inputs if isinstance(p, Var)]
             flat = len(names) == len(self.inputs) and len(set(names)) == len(names)
-            self._flat = tuple(self.inputs) if flat else None
+            self._flat = tuple(names) if flat else None
         return self._flat
 
     def named(self, name: str) -> NodePattern:
@@ -131,9 +131,9 @@ def match(pattern: NodePattern, node: Node) -> Match | None:
     """The first way ``pattern`` matches with ``node`` as its root, or None."""
     if pattern.output_index >= len(node.outputs) or not _may_match(pattern, node):
         return None
-    flat = pattern.flat_vars()
+    flat = pattern.flat_names()
     if flat is not None and node.op in pattern.ops and None not in node._inputs:
-        values = {var.name: value for var, value in zip(flat, node._inputs, strict=False)}
+        values = dict(zip(flat, node._inputs, strict=False))
         return Match(node, values, {pattern.name: node} if pattern.name else {}, [node])
     for binding in _match(pattern, node.outputs[pattern.output_index], {}):
         values = {k: v for k, v in binding.items() if isinstance(k, str)}
@@ -161,6 +161,8 @@ def _may_match(pattern: NodePattern, node: Node) -> bool:
         and not (node.op in COMMUTATIVE and count == 2 and _producers_fit(wants, inputs, True))
     ):
         return False
+    if not pattern.attrs:
+        return True  # (most patterns: no generator to run)
     return all(_attr_matches(node.attrs.get(key), want) for key, want in pattern.attrs.items())
 
 
