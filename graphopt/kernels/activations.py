@@ -1,8 +1,17 @@
 """Activations applied inside the fused kernels, selected by the integer codes of
-``graphopt.fused.table.Activation`` (a runtime argument: one compiled kernel serves them all)."""
+``graphopt.fused.table.Activation`` (a runtime argument: one compiled kernel serves them all).
+
+The formula depends on the dtype the result is stored in. fp32 results get accurate forms (errors
+of a few 1e-7); 16-bit results get cheaper approximations whose error stays under a quarter of
+that dtype's own rounding (half an ulp: 2^-11 relative for fp16, 2^-8 for bf16), so rounding still
+decides the stored value, while 16-bit rows, which are bound by instructions as much as by memory,
+spend fewer of them (bench/results/short_rows_lean.json: 4-7% of NormAct's time at D = 1024).
+"""
 
 import triton
 import triton.language as tl
+
+from graphopt.kernels.ptx import tanh_approx
 
 # Codes of graphopt.fused.table.Activation (ABI; kept literal so the kernels import no table).
 IDENTITY = tl.constexpr(0)
@@ -16,11 +25,11 @@ SIGMOID = tl.constexpr(6)
 SQRT_8_OVER_PI = tl.constexpr(1.5957691216057308)  # 2 * sqrt(2 / pi)
 LOG2E = tl.constexpr(1.4426950408889634)
 
-# log2(Phi(-a)) ~ sum(c_i * a^i) on 0 <= a <= 6, Phi the standard normal CDF: a weighted
-# least-squares fit (weights a * Phi(-a), i.e. the absolute error it causes in gelu) made for
-# this kernel. GELU then needs one exp2 and no erf: the absolute error stays within
-# 4e-7 * max(|x|, 1), and there is no branch per element, which keeps 16-bit rows memory-bound.
+# GELU(x) = x * Phi(x), Phi the standard normal CDF, with Phi(-a) = 2^p(a) for a = min(|x|, 6) and
+# p a polynomial fitted on 0 <= a <= 6: one exp2 and no erf, and no branch per element.
 GELU_CLAMP = tl.constexpr(6.0)
+# fp32: degree 8, a least-squares fit weighted by a * Phi(-a) (the absolute error it causes in
+# gelu): within 4e-7 * max(|x|, 1).
 G0 = tl.constexpr(-0.9999995347990571)
 G1 = tl.constexpr(-1.1511164039251522)
 G2 = tl.constexpr(-0.4591409085130429)
@@ -30,6 +39,22 @@ G5 = tl.constexpr(-0.00029674455352371866)
 G6 = tl.constexpr(-0.0001231917678706197)
 G7 = tl.constexpr(2.6594714028021872e-05)
 G8 = tl.constexpr(-1.7970606369611662e-06)
+# fp16: degree 6, minimax in the log2 domain (so the error is relative, in the tails too):
+# 4.5e-5 relative at most. bench/fit_gelu_tail.py derives this fit and the next.
+H0 = tl.constexpr(-1.0000648615746943)
+H1 = tl.constexpr(-1.1501739758712115)
+H2 = tl.constexpr(-0.46127222189497835)
+H3 = tl.constexpr(-0.05118521020501892)
+H4 = tl.constexpr(0.0071955423038163645)
+H5 = tl.constexpr(-0.0006110984965796527)
+H6 = tl.constexpr(2.2990061716564397e-05)
+# bf16: degree 5, likewise: 3.7e-4 relative at most.
+B0 = tl.constexpr(-1.0005324421656625)
+B1 = tl.constexpr(-1.1443978675262094)
+B2 = tl.constexpr(-0.47278707125111036)
+B3 = tl.constexpr(-0.04283234427003204)
+B4 = tl.constexpr(0.004467566040376815)
+B5 = tl.constexpr(-0.00020168354534858313)
 
 
 @triton.jit
@@ -46,9 +71,14 @@ def _tanh(x):
 
 
 @triton.jit
-def _gelu(x):
-    """x * Phi(x), with Phi(-|x|) = 2^poly(|x|) and Phi(|x|) = 1 - Phi(-|x|): the negative tail
-    has no cancellation."""
+def _gelu(x, tail):
+    """x * Phi(x) from tail = Phi(-|x|): Phi(|x|) = 1 - tail, so the negative side has no
+    cancellation."""
+    return x * tl.where(x >= 0.0, 1.0 - tail, tail)
+
+
+@triton.jit
+def _gelu_fp32(x):
     a = tl.minimum(tl.abs(x), GELU_CLAMP)
     p = a * G8 + G7
     p = p * a + G6
@@ -58,21 +88,48 @@ def _gelu(x):
     p = p * a + G2
     p = p * a + G1
     p = p * a + G0
-    tail = tl.exp2(p)
-    return x * tl.where(x >= 0.0, 1.0 - tail, tail)
+    return _gelu(x, tl.exp2(p))
 
 
 @triton.jit
-def apply_activation(x, kind):
-    """``x`` is float32; ``kind`` a runtime integer. The branch is uniform across the launch.
-    Tensors come first in products with named constants: the interpreter would otherwise wrap
-    the product in a constexpr."""
+def _gelu_fp16(x):
+    a = tl.minimum(tl.abs(x), GELU_CLAMP)
+    p = a * H6 + H5
+    p = p * a + H4
+    p = p * a + H3
+    p = p * a + H2
+    p = p * a + H1
+    p = p * a + H0
+    return _gelu(x, tl.exp2(p))
+
+
+@triton.jit
+def _gelu_bf16(x):
+    a = tl.minimum(tl.abs(x), GELU_CLAMP)
+    p = a * B5 + B4
+    p = p * a + B3
+    p = p * a + B2
+    p = p * a + B1
+    p = p * a + B0
+    return _gelu(x, tl.exp2(p))
+
+
+@triton.jit
+def apply_activation(x, kind, storage: tl.constexpr):
+    """``x`` is float32; ``kind`` a runtime integer (the branch is uniform across the launch);
+    ``storage`` the dtype the result will be stored in. Tensors come first in products with named
+    constants: the interpreter would otherwise wrap the product in a constexpr."""
     if kind == RELU:
         x = tl.maximum(x, 0.0)
     elif kind == TANH:
-        x = _tanh(x)
+        x = tanh_approx(x) if storage == tl.bfloat16 else _tanh(x)
     elif kind == GELU:
-        x = _gelu(x)
+        if storage == tl.bfloat16:
+            x = _gelu_bf16(x)
+        elif storage == tl.float16:
+            x = _gelu_fp16(x)
+        else:
+            x = _gelu_fp32(x)
     elif kind == GELU_TANH:
         # 0.5 * (1 + tanh(u)) = sigmoid(2u)
         x = x * _sigmoid((x + x * x * x * 0.044715) * SQRT_8_OVER_PI)

@@ -56,7 +56,7 @@ def render(pairs, triton_version: str) -> str:
         rows.append(
             f"    {{{OP_ENUM[variant.op]}, {DTYPE_ENUM[variant.dtype]}, {max_cols}LL, "
             f"{tier.block_m}, {tier.iters}, {tier.block_n}, {tier.num_warps}, "
-            f"{str(tier.looped).lower()}, {str(tier.aligned).lower()}, "
+            f"{str(tier.looped).lower()}, {str(tier.aligned).lower()}, {str(tier.exact).lower()}, "
             f'"{compiled.entry}", {compiled.hidden_args}, '
             f"{compiled.global_scratch[0]}, {compiled.global_scratch[1]}, "
             f"{compiled.profile_scratch[0]}, {compiled.profile_scratch[1]}, "

@@ -51,9 +51,12 @@ class KernelSpec:
             "BLOCK_N": tier.block_n,
             "ITERS": tier.iters,
             "LOOPED": tier.looped,
+            "EVEN": tier.exact,
         }
         if tier.iters != 1 and "ITERS" not in self.constexprs:
             raise ValueError(f"{self.op} does not take several row blocks per program")
+        if tier.exact and "EVEN" not in self.constexprs:
+            raise ValueError(f"{self.op} has no exact-width variant")
         return {name: values[name] for name in self.constexprs}
 
     def attrs(self, aligned: bool) -> dict:
@@ -72,7 +75,7 @@ KERNELS = (
     KernelSpec(
         "NormAct", norm_act_kernel, _NORM_ACT_ARGS,
         ("X", "R", "W", "B", "Y", "S", "cols", "stride_x", "stride_r"), norm_act_tiers,
-        ("BLOCK_M", "BLOCK_N", "ITERS", "LOOPED"),
+        ("BLOCK_M", "BLOCK_N", "ITERS", "LOOPED", "EVEN"),
     ),
     KernelSpec(
         "NormActLinear", norm_act_linear_kernel, _NORM_ACT_LINEAR_ARGS,

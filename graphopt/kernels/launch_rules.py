@@ -2,9 +2,10 @@
 
 The rule is data, not code, so that the ahead-of-time table (``graphopt.kernels.aot``) can carry
 it to C++ verbatim: each kernel lists its tiers in order, and a launch takes the first tier whose
-``max_cols`` admits the row length and whose alignment requirement the arguments meet. Rows only
-set the grid. Python launchers and the C++ launcher apply this same rule, so a shape runs the same
-variant whichever runtime launches it (C++ also requires aligned addresses: see ``is_aligned``).
+``max_cols`` admits the row length (an ``exact`` tier: equals it) and whose alignment requirement
+the arguments meet. Rows only set the grid. Python launchers and the C++ launcher apply this same
+rule, so a shape runs the same variant whichever runtime launches it (C++ also requires aligned
+addresses: see ``is_aligned``).
 
 This module imports neither torch nor a GPU driver: the AOT build runs without either.
 """
@@ -25,7 +26,9 @@ ALIGN_ELEMENTS = 16
 
 @dataclass(frozen=True)
 class Tier:
-    """One compiled block shape. ``looped`` walks each row in chunks of ``block_n`` elements."""
+    """One compiled block shape. ``looped`` walks each row in chunks of ``block_n`` elements;
+    ``exact`` serves only rows of exactly ``block_n`` elements, which need no column mask (the
+    common power-of-two widths; it saves 16-bit rows a select per element)."""
 
     max_cols: int  # largest row length this tier serves
     block_m: int  # rows per block
@@ -34,11 +37,13 @@ class Tier:
     looped: bool = False
     aligned: bool = True  # needs the alignment above
     iters: int = 1  # row blocks per program, each program striding by the grid size
+    exact: bool = False  # rows of exactly block_n elements only
 
     @property
     def name(self) -> str:
         kind = "loop" if self.looped else "row"
         iters = f"_i{self.iters}" if self.iters > 1 else ""
+        kind = "exact" if self.exact else kind
         return (
             f"m{self.block_m}_n{self.block_n}_w{self.num_warps}{iters}_{kind}_{'a' if self.aligned else 'u'}"
         )
@@ -73,7 +78,8 @@ def is_aligned(cols: int, row_strides: tuple[int, ...], addresses: tuple[int, ..
 
 def pick_tier(tiers: tuple[Tier, ...], cols: int, aligned: bool) -> Tier:
     for tier in tiers:
-        if cols <= tier.max_cols and (aligned or not tier.aligned):
+        fits = cols == tier.max_cols if tier.exact else cols <= tier.max_cols
+        if fits and (aligned or not tier.aligned):
             return tier
     raise ValueError(f"no launch tier for a row of {cols} elements (aligned={aligned})")
 
@@ -85,11 +91,26 @@ def configure(tiers: tuple[Tier, ...], rows: int, cols: int, aligned: bool) -> L
     return LaunchConfig(tier, (cdiv(rows, tier.rows_per_program), 1, 1))
 
 
-def row_tiers(shapes: tuple[tuple[int, ...], ...], loop: tuple[int, int], aligned: bool) -> tuple[Tier, ...]:
-    """Single-block tiers from (block_n, block_m, num_warps[, iters]), then a looped tier for
-    longer rows."""
-    single = tuple(
-        Tier(n, m, n, w, aligned=aligned, iters=(rest[0] if rest else 1)) for n, m, w, *rest in shapes
-    )
+def row_tiers(
+    shapes: tuple[tuple[int, ...], ...],
+    loop: tuple[int, int],
+    aligned: bool,
+    exact: tuple[tuple[int, ...], ...] = (),
+) -> tuple[Tier, ...]:
+    """Single-block tiers from (block_n, block_m, num_warps[, iters]), each preceded by the exact
+    tier of its block_n in ``exact`` (same form) if there is one, then a looped tier for longer rows."""
+
+    def tier(shape: tuple[int, ...], is_exact: bool) -> Tier:
+        n, m, w, *rest = shape
+        return Tier(n, m, n, w, aligned=aligned, iters=(rest[0] if rest else 1), exact=is_exact)
+
+    exact_by_n = {shape[0]: shape for shape in exact}
+    single = []
+    for shape in shapes:
+        if shape[0] in exact_by_n:
+            single.append(tier(exact_by_n.pop(shape[0]), True))
+        single.append(tier(shape, False))
+    if exact_by_n:
+        raise ValueError(f"exact tiers without a general tier of the same width: {sorted(exact_by_n)}")
     chunk, warps = loop
     return (*single, Tier(2**62, 1, chunk, warps, looped=True, aligned=aligned))

@@ -21,6 +21,7 @@ from graphopt.kernels.launch_rules import (
     is_aligned,
     row_tiers,
 )
+from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import (
     block_stats,
     chunk_stats_update,
@@ -39,17 +40,17 @@ def _load_sum(X, R, S, x_off, r_off, s_off, mask, has_residual, write_sum):
     if has_residual:
         r = tl.load(R + r_off, mask=mask, other=0.0)
         # Add in fp32 and round once, as PyTorch and ONNX Runtime do for 16-bit adds.
-        s = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+        s = (widen(x) + widen(r)).to(x.dtype)
         if write_sum:
             tl.store(S + s_off, s, mask=mask)
         x = s
-    return x.to(tl.float32)
+    return widen(x)
 
 
 @triton.jit
-def _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation):
-    shift, rstd = block_stats(x, mask, cols, norm, eps)
-    y = normalize_activate(x, shift, rstd, scale, bias, activation)
+def _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN: tl.constexpr):
+    shift, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
+    y = normalize_activate(x, shift, rstd, scale, bias, activation, Y.dtype.element_ty)
     tl.store(Y + y_off, y.to(Y.dtype.element_ty), mask=mask)
 
 
@@ -59,6 +60,7 @@ def norm_act_kernel(
     rows, cols, stride_x, stride_r,
     eps, norm, activation, has_scale, has_bias, has_residual,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ITERS: tl.constexpr, LOOPED: tl.constexpr,
+    EVEN: tl.constexpr,
 ):  # fmt: skip
     offs = tl.arange(0, BLOCK_N)
     pid = tl.program_id(0).to(tl.int64)
@@ -74,10 +76,10 @@ def norm_act_kernel(
         )
         if ITERS == 1:
             x = _load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
-            shift, rstd = block_stats(x, mask, cols, norm, eps)
+            shift, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
             # Loaded only now (from L1/L2): long rows keep no extra registers live through the stats.
             scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-            y = normalize_activate(x, shift, rstd, scale, bias, activation)
+            y = normalize_activate(x, shift, rstd, scale, bias, activation, Y.dtype.element_ty)
             tl.store(Y + y_off, y.to(Y.dtype.element_ty), mask=mask)
         else:
             # A program also takes blocks pid + i * grid, loading the next block before finishing
@@ -91,9 +93,9 @@ def norm_act_kernel(
                 nx_off, nr_off = nrow[:, None] * stride_x + offs, nrow[:, None] * stride_r + offs
                 ny_off = nrow[:, None] * cols + offs
                 nx = _load_sum(X, R, S, nx_off, nr_off, ny_off, nmask, has_residual, True)
-                _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation)
+                _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN)
                 x, y_off, mask = nx, ny_off, nmask
-            _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation)
+            _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN)
     else:
         x_row = row[:, None] * stride_x
         r_row = row[:, None] * stride_r
@@ -114,7 +116,7 @@ def norm_act_kernel(
             mask = row_ok[:, None] & col_ok[None, :]
             x = _load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, False)
             scale, bias = load_affine(W, B, idx, col_ok, has_scale, has_bias)
-            y = normalize_activate(x, mean, rstd, scale, bias, activation)
+            y = normalize_activate(x, mean, rstd, scale, bias, activation, Y.dtype.element_ty)
             tl.store(Y + y_row + idx, y.to(Y.dtype.element_ty), mask=mask)
 
 
@@ -128,13 +130,21 @@ _ROW_SHAPES = {
     2: ((128, 4, 1), (256, 2, 1), (512, 2, 2), (1024, 2, 2), (2048, 1, 4),
         (4096, 2, 8), (8192, 1, 8)),
 }  # fmt: skip
+# Rows of exactly a power-of-two width (the usual case) get tiers of their own, with no column mask,
+# measured on an H100 (bench/results/norm_act_exact_tiers.json).
+_EXACT_SHAPES = {
+    4: ((128, 4, 1, 2), (256, 2, 1, 2), (512, 4, 4), (1024, 4, 8), (2048, 1, 4),
+        (4096, 1, 8), (8192, 1, 16)),
+    2: ((128, 16, 8), (256, 4, 1), (512, 2, 2), (1024, 1, 2), (2048, 1, 4),
+        (4096, 1, 8), (8192, 1, 8)),
+}  # fmt: skip
 _LOOP = {4: (4096, 8), 2: (4096, 8)}  # (chunk, num_warps) for rows longer than the last shape
 # Rows whose length is not a multiple of 16 (rare) get one unvectorized shape and the loop.
 _UNALIGNED_SHAPES = ((1024, 2, 4),)
 
 NORM_ACT_TIERS: dict[int, tuple[Tier, ...]] = {
     size: (
-        *row_tiers(_ROW_SHAPES[size], loop=_LOOP[size], aligned=True),
+        *row_tiers(_ROW_SHAPES[size], loop=_LOOP[size], aligned=True, exact=_EXACT_SHAPES[size]),
         *row_tiers(_UNALIGNED_SHAPES, loop=(2048, 4), aligned=False),
     )
     for size in (4, 2)
@@ -179,6 +189,6 @@ def launch_norm_act(
         float(eps), int(norm), int(activation),
         int(scale is not None), int(bias is not None), int(has_residual),
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, ITERS=tier.iters, LOOPED=tier.looped,
-        num_warps=tier.num_warps,
+        EVEN=tier.exact, num_warps=tier.num_warps,
     )  # fmt: skip
     return config

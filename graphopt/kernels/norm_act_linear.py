@@ -21,6 +21,7 @@ from graphopt.kernels.launch_rules import (
     row_tiers,
 )
 from graphopt.kernels.norm_act import dtype_name
+from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import (
     block_stats,
     chunk_stats_update,
@@ -34,10 +35,10 @@ LOOP_BLOCK_K = tl.constexpr(16)
 
 
 @triton.jit
-def _linear_out(acc, LB, k, has_linear_bias, out_activation):
+def _linear_out(acc, LB, k, has_linear_bias, out_activation, storage: tl.constexpr):
     if has_linear_bias:
         acc = acc + tl.load(LB + k).to(tl.float32)
-    return apply_activation(acc, out_activation)
+    return apply_activation(acc, out_activation, storage)
 
 
 @triton.jit
@@ -55,16 +56,17 @@ def norm_act_linear_kernel(
     if not LOOPED:
         col_ok = offs < cols
         mask = row_ok[:, None] & col_ok[None, :]
-        x = tl.load(X + x_row + offs, mask=mask, other=0.0).to(tl.float32)
-        shift, rstd = block_stats(x, mask, cols, norm, eps)
+        x = widen(tl.load(X + x_row + offs, mask=mask, other=0.0))
+        shift, rstd = block_stats(x, mask, cols, norm, eps, False)
         scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-        h = normalize_activate(x, shift, rstd, scale, bias, activation)
+        h = normalize_activate(x, shift, rstd, scale, bias, activation, Y.dtype.element_ty)
         h = tl.where(mask, h, 0.0)
         # One output column at a time: the weight row comes from L1/L2, the product never
         # leaves registers, and a narrow K keeps this loop short.
         for k in range(0, out_features):
             w = tl.load(WL + k * cols + offs, mask=col_ok, other=0.0).to(tl.float32)
-            acc = _linear_out(tl.sum(h * w[None, :], axis=1), LB, k, has_linear_bias, out_activation)
+            acc = tl.sum(h * w[None, :], axis=1)
+            acc = _linear_out(acc, LB, k, has_linear_bias, out_activation, Y.dtype.element_ty)
             tl.store(Y + y_row + k, acc.to(Y.dtype.element_ty), mask=row_ok)
     else:
         mean = tl.zeros([BLOCK_M], tl.float32)
@@ -72,7 +74,7 @@ def norm_act_linear_kernel(
         for start in range(0, cols, BLOCK_N):
             idx = start + offs
             mask = row_ok[:, None] & (idx < cols)[None, :]
-            x = tl.load(X + x_row + idx, mask=mask, other=0.0).to(tl.float32)
+            x = widen(tl.load(X + x_row + idx, mask=mask, other=0.0))
             mean, m2 = chunk_stats_update(x, mask, start, cols, norm, mean, m2, BLOCK_N)
         rstd = finish_stats(m2, cols, eps)
         # Rows too long for one block are re-read (mostly from L2) once per LOOP_BLOCK_K outputs,
@@ -85,9 +87,9 @@ def norm_act_linear_kernel(
                 idx = start + offs
                 col_ok = idx < cols
                 mask = row_ok[:, None] & col_ok[None, :]
-                x = tl.load(X + x_row + idx, mask=mask, other=0.0).to(tl.float32)
+                x = widen(tl.load(X + x_row + idx, mask=mask, other=0.0))
                 scale, bias = load_affine(W, B, idx, col_ok, has_scale, has_bias)
-                h = normalize_activate(x, mean, rstd, scale, bias, activation)
+                h = normalize_activate(x, mean, rstd, scale, bias, activation, Y.dtype.element_ty)
                 h = tl.where(mask, h, 0.0)
                 for j in range(0, k_count):
                     w = tl.load(WL + (k0 + j) * cols + idx, mask=col_ok, other=0.0).to(tl.float32)
@@ -96,7 +98,7 @@ def norm_act_linear_kernel(
             k_ok = kk < k_count
             if has_linear_bias:
                 acc = acc + tl.load(LB + k0 + kk, mask=k_ok, other=0.0).to(tl.float32)[None, :]
-            acc = apply_activation(acc, out_activation)
+            acc = apply_activation(acc, out_activation, Y.dtype.element_ty)
             out_mask = row_ok[:, None] & k_ok[None, :]
             tl.store(Y + y_row[:, None] + k0 + kk[None, :], acc.to(Y.dtype.element_ty), mask=out_mask)
 

@@ -9,18 +9,30 @@ import triton
 import triton.language as tl
 
 from graphopt.kernels.activations import apply_activation
+from graphopt.kernels.ptx import widen
 
 LAYER = tl.constexpr(0)  # graphopt.fused.table.Norm.LAYER; RMS is 1
 
 
 @triton.jit
-def block_stats(x, mask, cols, norm, eps):
-    """(shift, rstd) of whole rows held in one tile; the variance is biased, as the norms define."""
-    shift = tl.where(norm == LAYER, tl.sum(x, axis=1) / cols, 0.0)
-    centered = tl.where(mask, x - shift[:, None], 0.0)
-    # Inductor passes a Python float as fp64; the statistics are fp32 throughout.
-    rstd = 1.0 / tl.sqrt_rn(tl.sum(centered * centered, axis=1) / cols + tl.cast(eps, tl.float32))
-    return shift, rstd
+def block_stats(x, mask, cols, norm, eps, EVEN: tl.constexpr):
+    """(shift, rstd) of whole rows held in one tile; the variance is biased, as the norms define.
+    ``EVEN``: every lane is a real column (cols == BLOCK_N), so no lane needs masking out of the
+    sums (rows past the end give statistics that nothing stores)."""
+    # Products with one reciprocal, not a division per row (a compile-time one when EVEN): short
+    # rows spend a visible share of their instructions on per-row work.
+    inv_cols = 1.0 / x.shape[1] if EVEN else 1.0 / cols
+    shift = tl.where(norm == LAYER, tl.sum(x, axis=1) * inv_cols, 0.0)
+    centered = x - shift[:, None] if EVEN else tl.where(mask, x - shift[:, None], 0.0)
+    return shift, _rstd(tl.sum(centered * centered, axis=1) * inv_cols, eps)
+
+
+@triton.jit
+def _rstd(variance, eps):
+    # Inductor passes a Python float as fp64; the statistics are fp32 throughout. The hardware
+    # reciprocal square root (relative error below 2^-22, as in PyTorch's CUDA norms) replaces a
+    # correctly rounded sqrt and a division.
+    return tl.math.rsqrt(variance + tl.cast(eps, tl.float32))
 
 
 @triton.jit
@@ -41,7 +53,7 @@ def chunk_stats_update(x, mask, start, cols, norm, mean, m2, BLOCK_N: tl.constex
 
 @triton.jit
 def finish_stats(m2, cols, eps):
-    return 1.0 / tl.sqrt_rn(m2 / cols + tl.cast(eps, tl.float32))
+    return _rstd(m2 / cols, eps)
 
 
 @triton.jit
@@ -52,8 +64,8 @@ def load_affine(W, B, idx, col_ok, has_scale, has_bias):
     Absent ones are masked loads that read nothing, not branches: the ahead-of-time variants take
     ``has_scale`` and ``has_bias`` at run time (the JIT folds them when they are 1), and a branch
     around a whole row's scale and bias costs long rows up to 1.4x their memory time there."""
-    scale = tl.load(W + idx, mask=masked_by(col_ok, has_scale), other=1.0).to(tl.float32)
-    bias = tl.load(B + idx, mask=masked_by(col_ok, has_bias), other=0.0).to(tl.float32)
+    scale = widen(tl.load(W + idx, mask=masked_by(col_ok, has_scale), other=1.0))
+    bias = widen(tl.load(B + idx, mask=masked_by(col_ok, has_bias), other=0.0))
     return scale, bias
 
 
@@ -65,7 +77,8 @@ def masked_by(mask, flag):
 
 
 @triton.jit
-def normalize_activate(x, shift, rstd, scale, bias, activation):
-    """act((x - shift) * rstd * scale + bias) in fp32 (scale 1 and bias 0 where absent)."""
+def normalize_activate(x, shift, rstd, scale, bias, activation, storage: tl.constexpr):
+    """act((x - shift) * rstd * scale + bias) in fp32 (scale 1 and bias 0 where absent), for a
+    result stored as ``storage``."""
     y = (x - shift[:, None]) * rstd[:, None] * scale[None, :] + bias[None, :]
-    return apply_activation(y, activation)
+    return apply_activation(y, activation, storage)

@@ -54,8 +54,16 @@ def test_every_activation_and_norm(norm, act):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("norm", list(Norm))
 @pytest.mark.parametrize("residual", [False, True])
-def test_half_precision(dtype, norm, residual):
-    run_norm_act(5, 64, dtype, norm=norm, act=Activation.GELU, residual=residual)
+@pytest.mark.parametrize("cols", [64, 128])
+def test_half_precision(dtype, norm, residual, cols):
+    config = run_norm_act(5, cols, dtype, norm=norm, act=Activation.GELU, residual=residual)
+    assert config.tier.exact == (cols == config.tier.block_n)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("act", list(Activation))
+def test_half_precision_every_activation(dtype, act):
+    run_norm_act(9, 256, dtype, norm=Norm.LAYER, act=act, std=3.0)
 
 
 @pytest.mark.parametrize(
@@ -76,9 +84,10 @@ def test_optional_inputs(scale, bias, residual):
 @pytest.mark.parametrize(
     ("rows", "cols", "expect"),
     [
-        (1, 256, "row_a"),  # a single row
-        (7, 128, "row_a"),  # rows not a multiple of rows-per-program
-        (37, 256, "i2_row_a"),  # two row blocks per program, the second partly past the end
+        (1, 256, "exact_a"),  # a single row
+        (7, 128, "exact_a"),  # rows not a multiple of rows-per-program
+        (37, 256, "i2_exact_a"),  # two row blocks per program, the second partly past the end
+        (37, 192, "i2_row_a"),  # shorter than the block: masked columns
         (3, 100, "row_u"),  # a row length that is not a multiple of 16
         (2, 1, "row_u"),  # one element per row
         (3, 8208, "loop_a"),  # past the largest single block: the looped reduction
@@ -133,7 +142,10 @@ def test_config_rule():
     tiers = norm_act_tiers("float32")
     singles = [t for t in tiers if t.aligned and not t.looped]
     for tier in singles:
-        assert norm_act_config(1000, tier.max_cols, "float32").tier == tier
+        # An exact tier takes rows of its width; the general one of that width the shorter rows.
+        cols = tier.max_cols if tier.exact else tier.max_cols - ALIGN_ELEMENTS
+        assert norm_act_config(1000, cols, "float32").tier == tier
+    assert [t.max_cols for t in singles if t.exact] == [t.max_cols for t in singles if not t.exact]
     largest = singles[-1].max_cols
     assert norm_act_config(10, largest + ALIGN_ELEMENTS, "float32").tier.looped
     config = norm_act_config(1001, 256, "bfloat16")

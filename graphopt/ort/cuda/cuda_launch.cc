@@ -1,7 +1,7 @@
 // Launches the ahead-of-time Triton kernels on ONNX Runtime's stream. The variant comes from the
 // generated table by the same rule as the Python launchers (graphopt/kernels/launch_rules.py): per
-// op and dtype, the first variant whose max_cols admits the row length and whose alignment
-// assumption the arguments meet. Argument order follows graphopt/kernels/aot_specs.py.
+// op and dtype, the first variant whose max_cols admits the row length (an exact variant: equals it)
+// and whose alignment assumption the arguments meet. Argument order follows graphopt/kernels/aot_specs.py.
 #include "cuda_launch.h"
 
 #include <cstdint>
@@ -38,7 +38,8 @@ bool IsAligned(const KernelTable& table, int64_t cols, std::initializer_list<con
 const KernelVariant* Select(const KernelTable& table, KernelOp op, DType dtype, int64_t cols, bool aligned) {
   for (size_t i = 0; i < table.count; ++i) {
     const KernelVariant& v = table.variants[i];
-    if (v.op == op && v.dtype == dtype && cols <= v.max_cols && (aligned || !v.aligned)) return &v;
+    if (v.op != op || v.dtype != dtype || cols > v.max_cols) continue;
+    if ((cols == v.max_cols || !v.exact) && (aligned || !v.aligned)) return &v;
   }
   return nullptr;
 }

@@ -1,7 +1,8 @@
 // The table of ahead-of-time compiled kernels, generated at build time by
 // `python -m graphopt.kernels.aot` (gen/kernel_images.cc). The launch rule is data: per op and
 // dtype, variants are listed in rule order and a launch takes the first whose max_cols admits the
-// row length and whose alignment requirement the arguments meet (graphopt/kernels/launch_rules.py).
+// row length (an exact variant's equals it) and whose alignment requirement the arguments meet
+// (graphopt/kernels/launch_rules.py).
 #pragma once
 
 #include <cstddef>
@@ -30,6 +31,7 @@ struct KernelVariant {
   int32_t num_warps;
   bool looped;
   bool aligned;  // assumes 16-byte aligned pointers and row lengths that are multiples of 16
+  bool exact;  // serves only rows of exactly max_cols elements
   const char* entry;
   int32_t hidden_args;  // trailing scratch pointers after the declared arguments
   int64_t global_scratch_size;  // bytes per program; 0 = none
