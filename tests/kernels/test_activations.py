@@ -71,7 +71,7 @@ def test_tanh(storage):
     x = grid(7, 12.0)
     got = activated(x, Activation.TANH, storage)
     # The hardware tanh (bf16 results, on a GPU) is within 2^-10.9 relative; the formula within
-    # about one fp32 ulp of 1.0 in absolute terms.
-    tolerance = 2.0**-10.9 if storage == tl.bfloat16 and device() == "cuda" else 2e-7
+    # a few fp32 ulps of 1.0 (2^-23) in absolute terms (the GPU's exp2 and division are approximate).
+    tolerance = 2.0**-10.9 if storage == tl.bfloat16 and device() == "cuda" else 3 * 2.0**-23
     assert np.abs(got - np.tanh(x)).max() <= tolerance
     assert np.all(np.abs(got) <= 1.0)
