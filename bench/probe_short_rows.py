@@ -34,28 +34,7 @@ import triton.language as tl
 
 from bench.bench_kernels import GpuTimer, copies_needed, measure_copy_bandwidth
 from graphopt.fused.table import Activation, Norm
-from graphopt.kernels.activations import (
-    G0,
-    G1,
-    G2,
-    G3,
-    G4,
-    G5,
-    G6,
-    G7,
-    G8,
-    GELU_CLAMP,
-    H0,
-    H1,
-    H2,
-    H3,
-    H4,
-    H5,
-    H6,
-    _gelu_bf16,
-    _gelu_fp16,
-    apply_activation,
-)  # fmt: skip
+from graphopt.kernels.activations import _gelu_bf16, _gelu_fp16, apply_activation
 from graphopt.kernels.norm_act import launch_norm_act, norm_act_config
 from graphopt.kernels.ptx import bf16_to_f32, tanh_approx
 from graphopt.kernels.row_norm import block_stats, load_affine, normalize_activate
@@ -146,33 +125,6 @@ def norm_act_tma(
 
 
 @triton.jit
-def _gelu6_relu_form(x):
-    """gelu(x) = relu(x) - |x| * Phi(-|x|): no compare, select or 1 - t (fp16's fit)."""
-    a = tl.minimum(tl.abs(x), GELU_CLAMP)
-    p = a * H6 + H5
-    p = p * a + H4
-    p = p * a + H3
-    p = p * a + H2
-    p = p * a + H1
-    p = p * a + H0
-    return tl.maximum(x, 0.0) - tl.abs(x) * tl.exp2(p)
-
-
-@triton.jit
-def _gelu8_relu_form(x):
-    a = tl.minimum(tl.abs(x), GELU_CLAMP)
-    p = a * G8 + G7
-    p = p * a + G6
-    p = p * a + G5
-    p = p * a + G4
-    p = p * a + G3
-    p = p * a + G2
-    p = p * a + G1
-    p = p * a + G0
-    return tl.maximum(x, 0.0) - tl.abs(x) * tl.exp2(p)
-
-
-@triton.jit
 def norm_act_lean(
     X, W, B, Y, rows, cols, eps, activation,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FORM: tl.constexpr, UNPACK: tl.constexpr,
@@ -206,10 +158,6 @@ def norm_act_lean(
         y = apply_activation(y, activation, Y.dtype.element_ty)
     elif FORM == 1:
         y = _gelu_fp16(y)
-    elif FORM == 2:
-        y = _gelu6_relu_form(y)
-    elif FORM == 3:
-        y = _gelu8_relu_form(y)
     elif FORM == 4:
         y = tanh_approx(y)
     elif FORM == 6:
@@ -282,14 +230,21 @@ def launcher(family: str, p: dict, dim: int, act: int):
     return lambda x, w, b, y: kernel(x, y, ROWS, dim, BLOCK_N=dim, **common)
 
 
-def probe_cell(timer, bw, dtype, dim, act, quick) -> dict:
-    elem = torch.finfo(dtype).bits // 8
-    nbytes = 2 * ROWS * dim * elem
+def cell_inputs(dtype, dim: int):
+    """(bytes moved per call, input sets rotating past L2, NaN-poisoned outputs, scale, bias)."""
+    nbytes = 2 * ROWS * dim * dtype.itemsize
     copies = copies_needed(nbytes)
     xs = [torch.randn(ROWS, dim, device="cuda", dtype=dtype) * 2 + 0.5 for _ in range(copies)]
     ys = [torch.full_like(x, float("nan")) for x in xs]
     w = torch.randn(dim, device="cuda", dtype=dtype) * 0.2 + 1
     b = torch.randn(dim, device="cuda", dtype=dtype) * 0.2
+    return nbytes, xs, ys, w, b
+
+
+def probe_cell(timer, bw, dtype, dim, act, quick) -> dict:
+    elem = dtype.itemsize
+    nbytes, xs, ys, w, b = cell_inputs(dtype, dim)
+    copies = len(xs)
     name = str(dtype).removeprefix("torch.")
     cell = {"dtype": name, "D": dim, "act": act.name, "roofline_us": nbytes / bw * 1e6}
     cell["memcpy_us"] = round(timer([lambda i=i: ys[i].copy_(xs[i]) for i in range(copies)]).gpu_us, 2)
@@ -326,8 +281,6 @@ def probe_cell(timer, bw, dtype, dim, act, quick) -> dict:
 LEAN_FORMS = {  # FORM: (activation it computes, label)
     0: (None, "shipped_math"),
     1: ("gelu", "gelu6"),
-    2: ("gelu", "gelu6_relu"),
-    3: ("gelu", "gelu8_relu"),
     4: ("tanh", "tanh_approx"),
     5: ("identity", "identity"),
     6: ("gelu", "gelu5"),
@@ -345,13 +298,9 @@ def reference64(x, w, b, activation: str):
 def probe_lean_cell(timer, bw, dtype, dim) -> dict:
     """The arithmetic, not the shape: the shipped kernel per activation, and leaner forms of the
     same math (fewer instructions per element) in the shipped kind of block shapes."""
-    elem = torch.finfo(dtype).bits // 8
-    nbytes = 2 * ROWS * dim * elem
-    copies = copies_needed(nbytes)
-    xs = [torch.randn(ROWS, dim, device="cuda", dtype=dtype) * 2 + 0.5 for _ in range(copies)]
-    ys = [torch.full_like(x, float("nan")) for x in xs]
-    w = torch.randn(dim, device="cuda", dtype=dtype) * 0.2 + 1
-    b = torch.randn(dim, device="cuda", dtype=dtype) * 0.2
+    elem = dtype.itemsize
+    nbytes, xs, ys, w, b = cell_inputs(dtype, dim)
+    copies = len(xs)
     name = str(dtype).removeprefix("torch.")
     cell = {"dtype": name, "D": dim, "roofline_us": nbytes / bw * 1e6, "times_us": {}, "rel_err": {}}
     refs = {a: reference64(xs[0], w, b, a) for a in ("gelu", "tanh", "identity")}
