@@ -36,7 +36,7 @@ from bench.bench_kernels import GpuTimer, copies_needed, measure_copy_bandwidth
 from graphopt.fused.table import Activation, Norm
 from graphopt.kernels.activations import _gelu_bf16, _gelu_fp16, apply_activation
 from graphopt.kernels.norm_act import launch_norm_act, norm_act_config
-from graphopt.kernels.ptx import bf16_to_f32, tanh_approx
+from graphopt.kernels.ptx import bf16_to_f32, tanh_approx, widen
 from graphopt.kernels.row_norm import block_stats, load_affine, normalize_activate
 
 ROWS = 16384
@@ -165,6 +165,32 @@ def norm_act_lean(
     tl.store(Y + off, y.to(Y.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def norm_act_rowwarp(
+    X, W, B, Y, rows, eps, activation,
+    BLOCK_M: tl.constexpr, COLS: tl.constexpr, CHUNK: tl.constexpr,
+):  # fmt: skip
+    """Whole rows of exactly COLS elements held as [COLS / CHUNK, BLOCK_M, CHUNK] tiles, CHUNK being
+    one warp's span of 16-byte vectors: the default layout then gives each warp whole rows, so the
+    row sums need no exchange between warps (no shared memory, no barrier)."""
+    CHUNKS: tl.constexpr = COLS // CHUNK
+    col = tl.arange(0, CHUNKS)[:, None, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
+    row = (tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M))[None, :, None]
+    mask = (row < rows) & (col < COLS)
+    off = row * COLS + col
+    x = widen(tl.load(X + off, mask=mask, other=0.0))
+    # Loaded in the tile's own shape (every row its copy, from L1), so that they share its layout.
+    tile_col = col + row * 0
+    scale = widen(tl.load(W + tile_col))
+    bias = widen(tl.load(B + tile_col))
+    mean = tl.sum(tl.sum(x, axis=2), axis=0) * (1.0 / COLS)
+    centered = x - mean[None, :, None]
+    rstd = tl.math.rsqrt(tl.sum(tl.sum(centered * centered, axis=2), axis=0) * (1.0 / COLS) + eps)
+    y = centered * rstd[None, :, None] * scale + bias
+    y = apply_activation(y, activation, Y.dtype.element_ty)
+    tl.store(Y + off, y.to(Y.dtype.element_ty), mask=mask)
+
+
 def _sms() -> int:
     return torch.cuda.get_device_properties(0).multi_processor_count
 
@@ -287,7 +313,7 @@ LEAN_FORMS = {  # FORM: (activation it computes, label)
 }
 LEAN_SHAPES = {256: ((2, 1), (4, 1), (4, 2), (8, 1), (8, 2), (8, 4), (16, 4), (16, 8)),
                1024: ((1, 1), (1, 2), (2, 1), (2, 2), (2, 4), (4, 4), (4, 8))}  # fmt: skip
-LEAN_SETS = tuple((form, u, e) for form in (6, 1, 4) for u in (0, 1) for e in (0, 1))
+LEAN_SETS = (*((form, u, e) for form in (6, 1, 4) for u in (0, 1) for e in (0, 1)), (0, 0, 0), (0, 0, 1))
 
 
 def reference64(x, w, b, activation: str):
@@ -346,6 +372,38 @@ def probe_lean_cell(timer, bw, dtype, dim) -> dict:
     return cell
 
 
+def probe_rowwarp_cell(timer, bw, dtype, dim) -> dict:
+    """The shipped kernel against ``norm_act_rowwarp`` (whole rows per warp) in several shapes."""
+    nbytes, xs, ys, w, b = cell_inputs(dtype, dim)
+    chunk = 32 * 16 // dtype.itemsize  # one warp of 16-byte vectors
+    cell = {"dtype": str(dtype).removeprefix("torch."), "D": dim, "roofline_us": nbytes / bw * 1e6}
+    cell.update(times_us={}, rel_err={})
+    for act_name, code in (("gelu", Activation.GELU), ("tanh", Activation.TANH)):
+        ref = reference64(xs[0], w, b, act_name)
+        launches = {"shipped": functools.partial(_shipped, code=code)}
+        for m, wp in ((1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (8, 4), (8, 8), (16, 8)):
+            kernel = norm_act_rowwarp[(triton.cdiv(ROWS, m),)]
+            launches[f"rowwarp_m{m}w{wp}"] = functools.partial(
+                kernel, rows=ROWS, eps=1e-5, activation=int(code), BLOCK_M=m, COLS=dim, CHUNK=chunk,
+                num_warps=wp,
+            )  # fmt: skip
+        for label, launch in launches.items():
+            tag = f"{label}_{act_name}"
+            ys[0].fill_(float("nan"))
+            launch(xs[0], w, b, ys[0])
+            torch.cuda.synchronize()
+            err = float(torch.linalg.vector_norm(ys[0].double() - ref) / torch.linalg.vector_norm(ref))
+            cell["rel_err"][tag] = err
+            if err <= (1e-2 if dtype.itemsize == 2 else 1e-5):
+                calls = [functools.partial(launch, xs[i], w, b, ys[i]) for i in range(len(xs))]
+                cell["times_us"][tag] = round(timer(calls).gpu_us, 2)
+    return cell
+
+
+def _shipped(x, w, b, y, code):
+    launch_norm_act(x, w, b, None, y, None, norm=Norm.LAYER, activation=code, eps=1e-5)
+
+
 def lean_summary(cell: dict) -> str:
     roof, times = cell["roofline_us"], cell["times_us"]
     lines = [f"{cell['dtype']} D={cell['D']} roof {roof:.2f}us"]
@@ -377,6 +435,9 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer pipelining depths")
     parser.add_argument("--cells", default="bfloat16:256,bfloat16:1024,float32:256,float32:1024")
     parser.add_argument("--lean", action="store_true", help="the arithmetic probe instead of shapes")
+    parser.add_argument(
+        "--rowwarp", action="store_true", help="whole rows per warp against the shipped kernel"
+    )
     args = parser.parse_args(argv)
     # Tensor descriptors made on the device need a scratch allocation per launch.
     triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
@@ -394,10 +455,11 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for spec in args.cells.split(","):
         dtype_name, dim = spec.split(":")
-        if args.lean:
-            cell = probe_lean_cell(timer, bw, getattr(torch, dtype_name), int(dim))
+        if args.lean or args.rowwarp:
+            probe, stem = (probe_lean_cell, "lean") if args.lean else (probe_rowwarp_cell, "rowwarp")
+            cell = probe(timer, bw, getattr(torch, dtype_name), int(dim))
             record["cells"].append(cell)
-            (args.out / "short_rows_lean.json").write_text(json.dumps(record, indent=1) + "\n")
+            (args.out / f"short_rows_{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
             print(lean_summary(cell), flush=True)
             continue
         cell = probe_cell(timer, bw, getattr(torch, dtype_name), int(dim), Activation.GELU, args.quick)

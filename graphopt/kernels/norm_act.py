@@ -30,6 +30,8 @@ from graphopt.kernels.row_norm import (
     normalize_activate,
 )
 
+EARLY_AFFINE_COLS = tl.constexpr(1024)  # rows up to this long load scale and bias with the row
+
 
 @triton.jit
 def _load_sum(X, R, S, x_off, r_off, s_off, mask, has_residual, write_sum):
@@ -75,10 +77,15 @@ def norm_act_kernel(
             row[:, None] * cols + offs,
         )
         if ITERS == 1:
+            if BLOCK_N <= EARLY_AFFINE_COLS:
+                # Short rows: scale and bias in flight with the row, not waited for after its sums.
+                scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
             x = _load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
             shift, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
-            # Loaded only now (from L1/L2): long rows keep no extra registers live through the stats.
-            scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
+            if BLOCK_N > EARLY_AFFINE_COLS:
+                # Long rows load them only now (from L1/L2), keeping no extra registers live
+                # through the statistics.
+                scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
             y = normalize_activate(x, shift, rstd, scale, bias, activation, Y.dtype.element_ty)
             tl.store(Y + y_off, y.to(Y.dtype.element_ty), mask=mask)
         else:
