@@ -290,8 +290,7 @@ class Graph:
         """Erases nodes (and, unless ``keep_constants``, constants) that no output depends on."""
         removed = 0
         for node in reversed(list(self._nodes)):
-            read = any(v.uses or self.is_output(v) for v in node.outputs)
-            if not read and not node.meta.get("side_effects"):
+            if not any(self.is_used(v) for v in node.outputs) and not node.meta.get("side_effects"):
                 self.erase(node)
                 removed += 1
         if not keep_constants:

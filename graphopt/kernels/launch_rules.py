@@ -41,9 +41,8 @@ class Tier:
 
     @property
     def name(self) -> str:
-        kind = "loop" if self.looped else "row"
+        kind = "loop" if self.looped else "exact" if self.exact else "row"
         iters = f"_i{self.iters}" if self.iters > 1 else ""
-        kind = "exact" if self.exact else kind
         return (
             f"m{self.block_m}_n{self.block_n}_w{self.num_warps}{iters}_{kind}_{'a' if self.aligned else 'u'}"
         )

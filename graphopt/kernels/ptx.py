@@ -2,8 +2,9 @@
 
 Each has a plain-Triton twin that computes the same value the slow way: Triton's interpreter
 (``TRITON_INTERPRET=1``, how the kernels are tested without a GPU) runs no PTX, so under it the
-twins stand in. The instructions themselves are checked on a GPU (tests/fused/test_torch_triton.py
-and tests/ort/test_ort_cuda.py compare both paths with a float64 reference).
+twins stand in. The instructions themselves are checked on a GPU, where tests/kernels,
+tests/fused/test_torch_triton.py and tests/ort/test_ort_cuda.py compare bf16 results with a float64
+reference.
 
 - ``bf16_to_f32``: two bf16 in one 32-bit register widen with one shift (low half) and one AND
   (high half); the compiler spends a byte permute and a shift on each high half. At 2 bytes per

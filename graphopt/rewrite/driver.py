@@ -327,4 +327,4 @@ def erase_dead(graph: Graph, nodes: Sequence[Node]) -> None:
 
 
 def _is_read(graph: Graph, node: Node) -> bool:
-    return any(value.uses or graph.is_output(value) for value in node.outputs)
+    return any(graph.is_used(value) for value in node.outputs)

@@ -1,4 +1,5 @@
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -51,7 +52,7 @@ def grid(seed: int, limit: float) -> np.ndarray:
     ],
 )
 def test_gelu_for_16_bit_results_is_within_a_quarter_of_their_rounding(storage, bound):
-    x = grid(int(storage.primitive_bitwidth) + hash(str(storage)) % 97, 6.0)
+    x = grid(zlib.crc32(str(storage).encode()), 6.0)
     got, want = activated(x, Activation.GELU, storage), exact_gelu(x)
     relative = np.abs(got - want) / np.maximum(np.abs(want), 1e-30)
     assert relative[np.abs(x) > 1e-20].max() <= bound
