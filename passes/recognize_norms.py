@@ -177,7 +177,7 @@ def check_scale(match):
 
 def replace_scale(b, match):
     norm = match.node("norm")
-    weight = b.constant(match.info["array"], f"{norm.name}_scale")
+    weight = b.constant(match.info["array"], f"{norm.name}_scale", derived_from=[match["w"]])
     return b.node(norm.op, match["x"], weight, **norm.attrs).output
 
 
@@ -188,9 +188,11 @@ def check_bias(match):
 
 def replace_bias(b, match):
     norm = match.node("norm")
-    bias = b.constant(match.info["array"], f"{norm.name}_bias")
+    bias = b.constant(match.info["array"], f"{norm.name}_bias", derived_from=[match["c"]])
     # A norm without a scale gets ones: the bias is the third input.
-    scale = match.values.get("w") or b.constant(np.ones_like(match.info["array"]), f"{norm.name}_scale")
+    scale = match.values.get("w") or b.constant(
+        np.ones_like(match.info["array"]), f"{norm.name}_scale", derived_from=()
+    )
     return b.layer_norm(match["x"], scale, bias, **norm.attrs)
 
 
@@ -215,7 +217,10 @@ def check_casts(match):
 
 def replace_casts(b, match):
     norm = match.node("norm")
-    weights = [None if w is None else b.constant(w, f"{norm.name}_w") for w in match.info["weights"]]
+    weights = [
+        None if w is None else b.constant(w, f"{norm.name}_w", derived_from=[source])
+        for w, source in zip(match.info["weights"], norm.inputs[1:], strict=False)
+    ]
     return b.node(norm.op, match["x"], *weights, **norm.attrs).output
 
 
