@@ -14,6 +14,8 @@ Importing this module registers the ops, once; it imports no Triton kernel until
 arrives, so it works on machines without a GPU.
 """
 
+import contextlib
+
 import torch
 from torch import Tensor
 
@@ -54,6 +56,33 @@ def _check_arguments(x: Tensor, norm: str, activation: str, axis: int) -> None:
     _first_norm_dim(x, axis)
 
 
+@contextlib.contextmanager
+def _no_kernel_scan():
+    """Defines triton ops without torch's scan of their bodies for Triton kernels (torch 2.13 and
+    later scan at definition, for ahead-of-time packaging): the scan imports Inductor and Dynamo,
+    1.5 s, which ``import graphopt`` must not cost, and it finds nothing here anyway, the kernels
+    being imported only when a CUDA tensor arrives."""
+    from torch._library import triton as library_triton
+
+    scan = getattr(library_triton, "get_inner_triton_kernels", None)
+    if scan is None:
+        yield
+        return
+    library_triton.get_inner_triton_kernels = lambda fn: []
+    try:
+        yield
+    finally:
+        library_triton.get_inner_triton_kernels = scan
+
+
+def _triton_op(name: str):
+    def define(fn):
+        with _no_kernel_scan():
+            return torch.library.triton_op(f"{NAMESPACE}::{name}", mutates_args=())(fn)
+
+    return define
+
+
 def _register_eager(name: str, body) -> None:
     """Registers ``body`` (with an identity ``wrap``) as the CPU and CUDA kernel of op ``name``."""
 
@@ -78,7 +107,7 @@ def _norm_act(x, weight, bias, norm, activation, eps, axis, wrap):
     return torch_math.norm_act(x, weight, bias, n, a, eps, dim)
 
 
-@torch.library.triton_op(f"{NAMESPACE}::{NORM_ACT.torch_name}", mutates_args=())
+@_triton_op(NORM_ACT.torch_name)
 def norm_act(
     x: Tensor,
     weight: Tensor | None,
@@ -129,7 +158,7 @@ def _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, wrap):
     return torch_math.norm_act(s, weight, bias, n, a, eps, dim), s
 
 
-@torch.library.triton_op(f"{NAMESPACE}::add_{NORM_ACT.torch_name}", mutates_args=())
+@_triton_op(f"add_{NORM_ACT.torch_name}")
 def add_norm_act(
     x: Tensor,
     residual: Tensor,
@@ -191,7 +220,7 @@ def _norm_act_linear(
     return torch_math.norm_act_linear(*args)
 
 
-@torch.library.triton_op(f"{NAMESPACE}::{NORM_ACT_LINEAR.torch_name}", mutates_args=())
+@_triton_op(NORM_ACT_LINEAR.torch_name)
 def norm_act_linear(
     x: Tensor,
     weight: Tensor | None,
