@@ -75,7 +75,7 @@ class FxBuilder:
         if node is not None:
             return node
         tensor = _torch_tensor(constant_of(value))
-        same = self.state.same_as_origin(value, tensor)
+        same = self.state.existing(value, tensor)
         if same is not None:
             node = self.env[value] = self.placeholders[same]
             return node
@@ -84,6 +84,7 @@ class FxBuilder:
             node = self.fx.placeholder(state.placeholder)
         node.meta["val"] = self.fake_mode.from_tensor(tensor, static_shapes=True)
         self.new_specs[node.name] = state.spec
+        self.placeholders[node.name] = node
         self.placeholder_kinds[node] = state.kind
         self.env[value] = node
         return node

@@ -51,17 +51,22 @@ class StateKinds:
         self._placeholders = {n.name for n in program.graph_module.graph.find_nodes(op="placeholder")}
         self.made: list[NewState] = []
 
-    def same_as_origin(self, value: Value, tensor: torch.Tensor) -> str | None:
-        """The placeholder of the one original tensor ``value`` equals, if it is made from only that."""
+    def existing(self, value: Value, tensor: torch.Tensor) -> str | None:
+        """The placeholder of a tensor ``value`` equals and may be: the one original tensor it was made
+        from, or one made before from the same originals (two passes folding the same lookup)."""
         specs = self._specs(value)
-        if len(specs) != 1 or specs[0].kind not in (InputKind.PARAMETER, InputKind.BUFFER):
-            return None
-        original = self._tensors.get(specs[0].target)
-        if not isinstance(original, torch.Tensor) or original.dtype != tensor.dtype:
-            return None
-        if original.shape != tensor.shape or not torch.equal(original.detach(), tensor):
-            return None
-        return specs[0].arg.name
+        state_kinds = (InputKind.PARAMETER, InputKind.BUFFER)
+        if (
+            len(specs) == 1
+            and specs[0].kind in state_kinds
+            and _equal(self._tensors.get(specs[0].target), tensor)
+        ):
+            return specs[0].arg.name
+        sources = tuple(s.target for s in specs)
+        for state in self.made:
+            if state.sources == sources and _equal(state.tensor, tensor):
+                return state.placeholder
+        return None
 
     def new_state(self, value: Value, tensor: torch.Tensor) -> NewState:
         specs = self._specs(value)
@@ -107,23 +112,50 @@ def state_notes(original, optimized, made: list[NewState]) -> list[str]:
     """For the report: which parameters and buffers were merged into which, and why the optimized
     program holds a different number of parameter values than the original, where it does."""
     notes = []
+    kinds = {s.target: s.kind for s in original.graph_signature.input_specs if getattr(s, "target", None)}
     for state in made:
         if not state.sources:
             continue
         kind = "parameter" if state.kind == InputKind.PARAMETER else "buffer"
-        shape = "x".join(map(str, state.tensor.shape)) or "scalar"
-        what = "merged into" if len(state.sources) > 1 else "rearranged as"
-        notes.append(f"{', '.join(state.sources)} {what} {kind} {state.target} ({shape})")
+        made_as = f"{kind} {state.target} ({'x'.join(map(str, state.tensor.shape)) or 'scalar'})"
+        sources = ", ".join(state.sources)
+        if len(state.sources) == 1:
+            notes.append(f"{sources} rearranged as {made_as}")
+        elif all(kinds.get(source) == state.kind for source in state.sources):
+            notes.append(f"{sources} merged into {made_as}")
+        else:
+            notes.append(f"{made_as} computed once from {sources}")
     before, after = _parameter_values(original), _parameter_values(optimized)
-    if before != after:
-        used = {source for state in made for source in state.sources}
-        gone = [n for n in original.state_dict if n not in optimized.state_dict and n not in used]
-        why = f"; no longer read (their values were folded into the computation): {', '.join(gone)}"
-        notes.append(
-            f"the optimized program holds {after} parameter values, the original {before}"
-            + (why if gone else " (a parameter is read both by a fused op and as it was)")
-        )
+    if before == after:
+        return notes
+    why = []
+    used = {source for state in made for source in state.sources}
+    gone = [n for n in original.state_dict if n not in optimized.state_dict and n not in used]
+    if gone:
+        why.append(f"no longer read (their values were folded into the computation): {', '.join(gone)}")
+    grown = [s.target for s in made if s.kind == InputKind.PARAMETER and _grew(s, original)]
+    if grown:
+        why.append(f"computed once from parameters into more values than they hold: {', '.join(grown)}")
+    kept = [
+        s.target for s in made if s.kind == InputKind.PARAMETER and set(s.sources) & set(optimized.state_dict)
+    ]
+    if kept:
+        why.append(f"made from parameters the program also still reads as they are: {', '.join(kept)}")
+    notes.append(
+        f"the optimized program holds {after} parameter values, the original {before}: " + "; ".join(why)
+    )
     return notes
+
+
+def _grew(state: NewState, original) -> bool:
+    held = sum(original.state_dict[s].numel() for s in state.sources if s in original.state_dict)
+    return state.tensor.numel() > held
+
+
+def _equal(known, tensor: torch.Tensor) -> bool:
+    if not isinstance(known, torch.Tensor) or known.dtype != tensor.dtype or known.shape != tensor.shape:
+        return False
+    return torch.equal(known.detach(), tensor)
 
 
 def _parameter_values(program) -> int:
