@@ -69,11 +69,13 @@ def _wheel(folder: Path, name: str, version: str, metadata_text: str | None = No
             archive.writestr(path, text)
 
 
-def _installed_version(name: str) -> str:
+def _version_for(requirements: list[Requirement]) -> str:
+    """A version every one of ``requirements`` (on one package) accepts: the installed one, or a high one."""
     try:
-        return metadata.version(name)
+        candidates = [metadata.version(requirements[0].name), "999"]
     except metadata.PackageNotFoundError:
-        return metadata.version("onnxruntime")  # onnxruntime-gpu: the same releases as onnxruntime
+        candidates = ["999"]
+    return next(v for v in candidates if all(r.specifier.contains(v, prereleases=True) for r in requirements))
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +84,13 @@ def stand_ins(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("wheels")
     distribution = metadata.distribution("graphopt")
     _wheel(folder, "graphopt", distribution.version, distribution.read_text("METADATA"))
-    names = {Requirement(line).name for line in distribution.requires or []} | {"onnxruntime-gpu"}
-    for name in names:
-        _wheel(folder, canonicalize_name(name), _installed_version(name))
+    by_name: dict[str, list[Requirement]] = {}
+    for line in distribution.requires or []:
+        requirement = Requirement(line)
+        by_name.setdefault(canonicalize_name(requirement.name), []).append(requirement)
+    assert "onnxruntime-gpu" in by_name
+    for name, requirements in by_name.items():
+        _wheel(folder, name, _version_for(requirements))
     return folder
 
 

@@ -50,7 +50,6 @@ def _known_issue(case: Case) -> bool:
 def _cases(suite: str) -> tuple[Case, ...]:
     return tuple(cases(suite))
 
-
 @pytest.fixture(scope="module")
 def library() -> str | None:
     try:
