@@ -50,6 +50,7 @@ def _known_issue(case: Case) -> bool:
 def _cases(suite: str) -> tuple[Case, ...]:
     return tuple(cases(suite))
 
+
 @pytest.fixture(scope="module")
 def library() -> str | None:
     try:
