@@ -279,7 +279,7 @@ class Graph:
         inputs = [None if v is None else reads.get(v, v) for v in node._inputs]
         for value in inputs:
             if value is not None and not self._owns(value):
-                raise GraphError(f"cannot revive {node.name!r}: input {value.name!r} is not a value of this graph")
+                raise GraphError(f"cannot revive {node.name!r}: {value.name!r} is not a value of this graph")
         node._inputs = inputs
         for index, value in enumerate(inputs):
             if value is not None:
