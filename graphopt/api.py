@@ -172,7 +172,7 @@ def _guard_speed(original, optimized, report, feeds, device, base_dir, rebuild, 
 
     changed = [p.name for p in report.passes if p.changed]
     try:
-        kept, check, dropped = guard(
+        _, check, dropped = guard(
             time_against(None, optimized),
             (lambda names: rebuild(names).model) if keep_paying else None,
             changed,
