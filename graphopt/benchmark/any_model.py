@@ -45,7 +45,12 @@ def ort_transformer_optimized(model, model_type: str, use_gpu: bool, options: di
         optimized = optimize_model(
             model, model_type=model_type, opt_level=0, use_gpu=use_gpu, **(options or {})
         )
-    return optimized.model
+    model = optimized.model
+    # (its contrib ops are written without their domain's opset import, which a checker refuses)
+    imported = {o.domain for o in model.opset_import}
+    for domain in sorted({n.domain for n in model.graph.node} - imported - {"", "ai.onnx"}):
+        model.opset_import.add(domain=domain, version=1)
+    return model
 
 
 def _ort_call(model, feeds: dict[str, np.ndarray], device: str, cuda_graph: bool) -> Callable[[], Any]:
