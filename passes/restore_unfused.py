@@ -9,13 +9,17 @@ runtime's own optimizer no longer recognizes (see graphopt/rewrite/origin.py).
 from __future__ import annotations
 
 from graphopt.ir import Graph
-from graphopt.rewrite import Pass, RewriteStats
+from graphopt.rewrite import NearMiss, Pass, RewriteStats
 from graphopt.rewrite.origin import restore_unfused
 
 
 def _run(graph: Graph) -> RewriteStats:
     stats = RewriteStats()
-    stats.counts.update({f"restore[{op}]": n for op, n in restore_unfused(graph).items()})
+    counts, kept = restore_unfused(graph)
+    stats.counts.update({f"restore[{op}]": n for op, n in counts.items()})
+    stats.near_misses = [
+        NearMiss("restore_unfused", node, f"kept as recognized: {why}") for node, why in kept
+    ]
     return stats
 
 

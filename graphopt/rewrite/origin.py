@@ -92,11 +92,9 @@ def _absorb(origin: Origin, recognized: Node, inner: Origin) -> None:
         origin.aliases[new] = original
 
 
-def restore(graph: Graph, origin: Origin) -> bool:
-    """Puts the original nodes back in place of the recognized ones; False (nothing changed) when a
-    recognized node is gone (a fusion consumed it) or what the originals read no longer exists."""
-    if any(node.graph is not graph for node in origin.created):
-        return False
+def restore(graph: Graph, origin: Origin) -> str | None:
+    """Puts the original nodes back in place of the recognized ones (all still in the graph); returns
+    why it cannot, changing nothing, when what the originals read no longer exists."""
     produced = {v for n in origin.nodes for v in n.outputs}
     reads: dict[Value, Value] = {}
     constants: list[Value] = []
@@ -114,8 +112,7 @@ def restore(graph: Graph, origin: Origin) -> bool:
             elif now in origin.constant_nodes and origin.constant_nodes[now].graph is None:
                 constant_nodes.append(origin.constant_nodes[now])
             else:
-                log.debug("%s: %r is gone; keeping the recognized op", origin.created[0].name, now.name)
-                return False
+                return f"{node.op} {node.name!r} read {now.name!r}, which a later pass removed"
     for value in constants:
         graph.revive_constant(value)
     for node in constant_nodes:
@@ -129,7 +126,7 @@ def restore(graph: Graph, origin: Origin) -> bool:
     for node in reversed(origin.created):
         if not any(graph.is_used(v) for v in node.outputs):
             graph.erase(node)
-    return True
+    return None
 
 
 def _owned(graph: Graph, value: Value) -> bool:
@@ -140,25 +137,29 @@ def _owned(graph: Graph, value: Value) -> bool:
     return any(value is v for v in graph.inputs)
 
 
-def restore_unfused(graph: Graph) -> dict[str, int]:
-    """Gives back every recognized op still in the graph; counts by op."""
+def restore_unfused(graph: Graph) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Gives back every recognized op still in the graph: counts by op, and (node, reason) for those
+    that had to stay."""
     from .driver import count_rewrite, may_rewrite
 
     counts: dict[str, int] = {}
+    kept: list[tuple[str, str]] = []
     done: set[int] = set()
     for node in graph.nodes:
         origin: Origin | None = node.meta.get(ORIGIN)
         if origin is None or id(origin) in done or node.graph is not graph:
             continue
         done.add(id(origin))
-        if not may_rewrite():
-            break
+        if any(created.graph is not graph for created in origin.created) or not may_rewrite():
+            continue  # (a fusion consumed part of it)
         try:
-            restored = restore(graph, origin)
+            reason = restore(graph, origin)
         except GraphError as error:  # (an invariant the originals need no longer holds: keep the op)
-            log.debug("%s: not restored: %s", node.name, error)
-            restored = False
-        if restored:
+            reason = str(error)
+        if reason is None:
             count_rewrite("restore_unfused", node.name)
             counts[node.op] = counts.get(node.op, 0) + 1
-    return counts
+        else:
+            log.debug("%s: not restored: %s", node.name, reason)
+            kept.append((node.name, reason))
+    return counts, kept
