@@ -84,17 +84,11 @@ def bert(s):
 
 
 def vit(s):
+    size, patch = (224, 16) if s is FULL else (32, 8)
     module = _hf(
         "ViTConfig", "ViTModel", "pixel_values", hidden_size=s.hidden, num_hidden_layers=s.layers,
-        num_attention_heads=s.heads, intermediate_size=4 * s.hidden, image_size=224, patch_size=16,
+        num_attention_heads=s.heads, intermediate_size=4 * s.hidden, image_size=size, patch_size=patch,
     )  # fmt: skip
-    size = 224 if s is FULL else 32
-    if s is not FULL:
-        module.model.config.image_size = size
-        module = _hf(
-            "ViTConfig", "ViTModel", "pixel_values", hidden_size=s.hidden, num_hidden_layers=s.layers,
-            num_attention_heads=s.heads, intermediate_size=4 * s.hidden, image_size=size, patch_size=8,
-        )  # fmt: skip
     images = torch.randn(s.batch, 3, size, size, generator=torch.Generator().manual_seed(0))
     return module, (images,), "vit"
 

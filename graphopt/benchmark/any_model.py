@@ -70,7 +70,9 @@ def _ort_call(model, feeds: dict[str, np.ndarray], device: str, cuda_graph: bool
     return lambda: session.run(None, feed)
 
 
-def _torch_call(program, feeds, device: str, compile_mode: str | None = None, direct: bool = False):
+def _torch_call(
+    program, feeds, device: str, compile_mode: str | None = None, direct: bool = False, graphed: bool = False
+):
     import torch
 
     from graphopt.frontends.torch_arrays import to_torch
@@ -82,10 +84,12 @@ def _torch_call(program, feeds, device: str, compile_mode: str | None = None, di
         program = to_device(program, "cuda")
     tensors = {name: to_torch(array).to(device) for name, array in feeds.items()}
     args, kwargs = call_arguments(program, tensors)
-    if direct:
-        from graphopt.runtime import direct_callable
+    if direct or graphed:
+        from graphopt.runtime import cuda_graphed, direct_callable
 
         function = direct_callable(program)
+        if graphed:
+            function = cuda_graphed(function, list(args), capture_inputs=True)
         return lambda: function(*args, **kwargs)
     module = program.module()
     if compile_mode is not None:
@@ -160,6 +164,14 @@ def variants(
             lambda: _torch_call(torch_optimized(), feeds, device, direct=True),
         )
     )
+    if on_gpu:
+        rows.append(
+            (
+                "graphopt → PyTorch + CUDA graph",
+                "optimized",
+                lambda: _torch_call(torch_optimized(), feeds, device, graphed=True),
+            )
+        )
     return rows
 
 
