@@ -267,12 +267,11 @@ def rewrite_match(
     for old in root.outputs:
         if old not in replaced and graph.is_used(old):
             raise GraphError(f"rule {rule_name} dropped {old.name!r}, which is still read")
-    names = {old: old.name for old, _ in pairs}
     for old, new in pairs:
         replace_value(graph, old, new, builder.created)
     erase_dead(graph, found.matched)
     if keep_origin:
-        note_origin(found.matched, builder.created, pairs, names)
+        note_origin(found.matched, builder.created, pairs)
     readers = [use.node for _, new in pairs for use in new.uses]
     return [*builder.created, *readers]
 

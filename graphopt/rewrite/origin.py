@@ -29,8 +29,8 @@ ORIGIN = "origin"  # the node metadata key
 class Origin:
     created: list[Node]  # the recognized nodes (all of one rewrite)
     nodes: list[Node] = field(default_factory=list)  # the replaced nodes, erased
-    # (a created output, the original value it replaced, the name that value had in the model)
-    replaced: list[tuple[Value, Value, str]] = field(default_factory=list)
+    # (a created output, the original value it replaced)
+    replaced: list[tuple[Value, Value]] = field(default_factory=list)
     # A value the replaced nodes read that stands for another: a recognized node's output (for the
     # original value it replaced) or an input a rewrite replaced since.
     aliases: dict[Value, Value] = field(default_factory=dict)
@@ -50,10 +50,10 @@ class Origin:
 
 
 def note_origin(
-    matched: Sequence[Node], created: Sequence[Node], pairs: Iterable[tuple[Value, Value]], names: dict
+    matched: Sequence[Node], created: Sequence[Node], pairs: Iterable[tuple[Value, Value]]
 ) -> None:
     """Attaches to ``created`` what the rewrite erased of ``matched``; ``pairs`` are the (old, new) values
-    the rewrite swapped, ``names`` the old values' names before it."""
+    the rewrite swapped."""
     erased = [n for n in matched if n.graph is None]
     if not erased or not created:
         return
@@ -66,7 +66,7 @@ def note_origin(
             origin.nodes.append(node)
     for old, new in pairs:
         original = origin.aliases.get(old, old)
-        origin.replaced.append((new, original, names[old]))
+        origin.replaced.append((new, original))
     for node in created:
         for index, value in enumerate(node.inputs):
             if value is not None:
@@ -88,7 +88,7 @@ def _absorb(origin: Origin, recognized: Node, inner: Origin) -> None:
     origin.constant_nodes.update(inner.constant_nodes)
     for value, (node, index) in inner.bindings.items():
         origin.aliases.setdefault(value, node.input(index))  # (what the erased node last read)
-    for new, original, _ in inner.replaced:
+    for new, original in inner.replaced:
         origin.aliases[new] = original
 
 
@@ -119,10 +119,11 @@ def restore(graph: Graph, origin: Origin) -> str | None:
         graph.revive(node)
     for node in sorted(origin.nodes, key=lambda n: n.seq):
         graph.revive(node, reads)
-    for new, original, name in origin.replaced:
+    for new, original in origin.replaced:
         graph.replace_all_uses(new, original)
-        if original.name != name and new.name == name:
-            graph.swap_names(new, original)
+        # The created value took the name its readers and the graph's outputs know (the original's,
+        # or a graph output's when a later pass put it there): the original takes it back.
+        graph.swap_names(new, original)
     for node in reversed(origin.created):
         if not any(graph.is_used(v) for v in node.outputs):
             graph.erase(node)
