@@ -3,8 +3,10 @@
 Like the numeric check, it refuses a model that is worse: slower than the original beyond the noise
 measured in the same run. Timing interleaves the two models in rounds (original, optimized, optimized,
 original, ...), so a drift of the machine's speed (a neighbour's load, clocks) touches both alike; each
-round gives a ratio optimized / original, the verdict reads the median ratio, and the noise is half the
-spread between the ratios' quartiles (at least ``MIN_NOISE``).
+round gives a ratio optimized / original, the verdict reads the median ratio, and the noise is the factor
+of half the spread between the ratios' quartiles, on a log scale, so that it reads alike for speed-ups
+and slow-downs (at least ``MIN_NOISE``): slower means a median ratio above 1 + noise, faster one
+below 1 / (1 + noise).
 
 With ``keep_paying_passes`` a slower pipeline is not refused at once: passes that changed the graph are
 dropped one at a time, latest first, keeping each drop that makes the model faster, and the model of the
@@ -14,6 +16,7 @@ passes that paid is checked and written (if it is still slower, it is refused).
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -51,6 +54,10 @@ class SpeedCheck:
     def slower(self) -> bool:
         return self.ratio > 1 + self.noise
 
+    @property
+    def faster(self) -> bool:
+        return self.ratio < 1 / (1 + self.noise)
+
     def summary(self) -> str:
         return (
             f"{self.runtime} on {self.device}: optimized {self.optimized_us:,.1f} µs, original "
@@ -59,7 +66,7 @@ class SpeedCheck:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "slower": self.slower, "summary": self.summary()}
+        return {**self.__dict__, "slower": self.slower, "faster": self.faster, "summary": self.summary()}
 
 
 def check_device(device: str) -> None:
@@ -86,15 +93,15 @@ def measure(
         order = (0, 1) if round_index % 2 == 0 else (1, 0)
         for which in order:
             samples[which].append(_time(calls[which], repeats[which]))
-    ratios = [b / a for a, b in zip(*samples, strict=True)]
-    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    logs = [math.log(b / a) for a, b in zip(*samples, strict=True)]
+    quartiles = statistics.quantiles(logs, n=4) if len(logs) > 1 else [logs[0]] * 3
     return SpeedCheck(
         device=device,
         runtime=runtime,
         original_us=statistics.median(samples[0]) * 1e6,
         optimized_us=statistics.median(samples[1]) * 1e6,
-        ratio=statistics.median(ratios),
-        noise=max(MIN_NOISE, (quartiles[2] - quartiles[0]) / 2),
+        ratio=math.exp(statistics.median(logs)),
+        noise=max(MIN_NOISE, math.exp((quartiles[2] - quartiles[0]) / 2) - 1),
         rounds=rounds,
     )
 
@@ -205,7 +212,7 @@ def guard(
             candidate = rebuild([*dropped, name])
             versus = time_against(current, candidate)
             log.info("without %s: %s", name, versus.summary())
-            if versus.slower or versus.ratio >= 1:
+            if not versus.faster:
                 continue
             dropped.append(name)
             current = candidate
