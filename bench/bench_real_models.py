@@ -209,19 +209,28 @@ def bench_one(name: str, dtype: str, exporter: str, size: Size, device: str, com
         module = module.to(torch_dtype)
         args = tuple(a.to(torch_dtype) if a.is_floating_point() else a for a in args)
     record = {"model": name, "dtype": dtype, "exporter": exporter, "model_type": model_type}
-    with _quiet():
-        program = torch.export.export(module, args)
+    program = None
+    if exporter == "dynamo":  # (the PyTorch rows once per model: the TorchScript record is ONNX only)
+        with _quiet():
+            program = torch.export.export(module, args)
     try:
         onnx_model = _export(module, args, exporter)
     except Exception as error:
         onnx_model = None
         record["onnx_export_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-    names = [i.name for i in onnx_model.graph.input] if onnx_model is not None else None
-    names = names or [f"input_{i}" for i in range(len(args))]
-    feeds = {n: a.numpy() for n, a in zip(names, args, strict=True)}
+    # Inputs by the ONNX model's names and by the program's (ONNX Runtime and PyTorch each take theirs).
+    feeds = {}
+    if onnx_model is not None:
+        names = [i.name for i in onnx_model.graph.input]
+        feeds.update({n: a.numpy() for n, a in zip(names, args, strict=False)})
+    if program is not None:
+        from torch.export.graph_signature import InputKind
+
+        names = [s.arg.name for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+        feeds.update({n: a.numpy() for n, a in zip(names, args, strict=True)})
     rows = variants(
         onnx_model,
-        program if exporter == "dynamo" else None,
+        program,
         feeds,
         device,
         compile_modes=compile_modes,

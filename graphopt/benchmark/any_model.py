@@ -54,6 +54,8 @@ def ort_transformer_optimized(model, model_type: str, use_gpu: bool, options: di
 
 
 def _ort_call(model, feeds: dict[str, np.ndarray], device: str, cuda_graph: bool) -> Callable[[], Any]:
+    declared = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
+    feeds = {k: v for k, v in feeds.items() if k in declared}
     if device == "cuda":
         import torch
 
