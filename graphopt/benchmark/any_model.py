@@ -39,11 +39,14 @@ def _quiet():
 
 def ort_transformer_optimized(model, model_type: str, use_gpu: bool, options: dict | None = None):
     """ONNX Runtime's transformer optimizer on ``model`` (ModelProto)."""
+    import onnx
     from onnxruntime.transformers.optimizer import optimize_model
 
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # (it rewrites the model it is given)
     with _quiet():
         optimized = optimize_model(
-            model, model_type=model_type, opt_level=0, use_gpu=use_gpu, **(options or {})
+            copy, model_type=model_type, opt_level=0, use_gpu=use_gpu, **(options or {})
         )
     model = optimized.model
     # (its contrib ops are written without their domain's opset import, which a checker refuses)
