@@ -61,6 +61,8 @@ def optimize(
         from .speed_guard import check_device
 
         check_device(measure)
+    elif keep_paying_passes:
+        raise BadInput("--keep-paying-passes keeps the passes that pay on a device: give --measure cpu|cuda")
     with collection_paused():
         return _optimize(
             model, output=output, only=only, skip=skip, verify=verify, force=force, seed=seed,

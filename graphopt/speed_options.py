@@ -10,6 +10,7 @@ MeasureOption = Annotated[
     str | None,
     typer.Option(
         "--measure",
+        metavar="cpu|cuda",
         help="Time the original and optimized model on this device (cpu or cuda) before writing; refuse "
         "(exit 1) a model slower beyond the measured noise.",
     ),

@@ -72,6 +72,7 @@ def test_keep_paying_passes_drops_the_pass_that_slowed_it(seed_model, tmp_path, 
 
 def test_an_unknown_device_is_bad_input(seed_model, tmp_path):
     assert_bad_input(graphopt("optimize", seed_model, "--measure", "tpu"), "--measure 'tpu'", "cpu, cuda")
+    assert_bad_input(graphopt("optimize", seed_model, "--keep-paying-passes"), "give --measure cpu|cuda")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["split_stack.onnx"]
 
 
