@@ -341,16 +341,20 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--tiny", action="store_true", help="a small configuration (to check the script)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    parser.add_argument("--compile-modes", default="default", help="e.g. default,max-autotune")
     parser.add_argument("--iters", type=int, default=50)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     size = TINY if args.tiny else FULL
-    compile_modes = () if args.no_compile else ("default",)
+    compile_modes = () if args.no_compile else tuple(args.compile_modes.split(","))
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     result = {"device": device_name, "date": datetime.date.today().isoformat(), "torch": torch.__version__}
     result["size"] = size.__dict__
-    result["records"] = []
     args.out.mkdir(parents=True, exist_ok=True)
+    # Runs split over several calls share one record: a model measured again replaces its old entry.
+    record_path = args.out / "real_models.json"
+    earlier = json.loads(record_path.read_text())["records"] if record_path.exists() else []
+    result["records"] = earlier
     for name in args.models.split(","):
         if name not in MODELS:
             print(f"unknown model {name!r}; known: {', '.join(MODELS)}", file=sys.stderr)
@@ -359,8 +363,12 @@ def main(argv=None) -> int:
             for exporter in ("dynamo", "torchscript") if name == "gpt2" else ("dynamo",):
                 log.info("== %s %s %s", name, dtype, exporter)
                 record = bench_one(name, dtype, exporter, size, args.device, compile_modes, args.iters)
-                result["records"].append(record)
-                (args.out / "real_models.json").write_text(json.dumps(result, indent=2) + "\n")
+                record["device"] = device_name
+                key = (name, dtype, exporter)
+                result["records"] = [
+                    r for r in result["records"] if (r["model"], r["dtype"], r["exporter"]) != key
+                ] + [record]
+                record_path.write_text(json.dumps(result, indent=2) + "\n")
     (args.out / "real_models.md").write_text(markdown(result))
     chart(result, args.out / "real_models.png")
     print(markdown(result))
