@@ -23,6 +23,7 @@ from graphopt.passes import (
     recognize_stack,
     remove_dead_nodes,
     remove_identity,
+    restore_unfused,
 )
 
 from .errors import BadInput
@@ -72,6 +73,8 @@ PIPELINE: tuple[Pass, ...] = (
     MERGE_RECOGNIZED_DUPLICATES,
     fuse_norm_act.PASS,
     fuse_norm_act_linear.PASS,
+    # (last but dead-node removal: a recognizer is a means, not a result)
+    restore_unfused.PASS,
     remove_dead_nodes.PASS,
 )
 

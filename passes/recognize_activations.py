@@ -110,4 +110,5 @@ PASS = rewrite_pass(
     "recognize_activations",
     "Turn elementwise spellings of GELU (erf and tanh forms) and SiLU into single ops.",
     [*_erf_rules(), *_tanh_rules(), Rule("silu_from_sigmoid", silu_pattern, replace_silu, _float)],
+    recognizer=True,
 )

@@ -257,4 +257,5 @@ PASS = rewrite_pass(
         Rule("fold_norm_bias_unscaled", unscaled_bias_pattern, replace_bias, check_bias),
         Rule("fold_norm_casts", cast_pattern, replace_casts, check_casts),
     ],
+    recognizer=True,
 )
