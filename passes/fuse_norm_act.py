@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphopt.fused.onnx_decompose import MIN_OPSET as FALLBACK_MIN_OPSET
 from graphopt.fused.table import Activation, Norm
 from graphopt.ir import DType, Node, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
@@ -31,6 +32,10 @@ def activation_of(node: Node) -> Activation:
 
 def check_norm(norm: Node) -> Fail | None:
     """Why the fused kernels cannot compute this norm, or None."""
+    opset = norm.graph.meta.get("opset", {}).get("")
+    if opset is not None and opset < FALLBACK_MIN_OPSET:
+        # (an ONNX model keeps its opset: its fused op's fallback function could not be written)
+        return Fail(f"the model imports opset {opset}; fused ops need opset {FALLBACK_MIN_OPSET} or newer")
     x = norm.input(0)
     if x.dtype not in KERNEL_DTYPES:
         return Fail(f"{x.name!r} is {x.dtype}; the fused kernels take float32, float16 and bfloat16")
