@@ -138,7 +138,8 @@ def _narrowed(match, storage: DType | None) -> list | Fail | None:
         tensor = constant_of(weight) if weight is not None else None
         if weight is not None and tensor is None:
             return Fail(f"{name} {weight.name!r} is computed at run time")
-        array = None if tensor is None else tensor.numpy().astype(storage.numpy)
+        with np.errstate(over="ignore"):  # (a weight past the type's range is refused just below)
+            array = None if tensor is None else tensor.numpy().astype(storage.numpy)
         if array is not None and not np.all(np.isfinite(array)):
             return Fail(f"{name} {weight.name!r} does not fit in {storage}")
         weights.append(array)
