@@ -110,7 +110,10 @@ def _check(match, reduce_names):
             return Fail("var_mean uses a corrected (unbiased) variance")
     eps = scalar_operand(match["eps"], match.node("shifted"))
     if eps is None:
-        return Fail(f"epsilon {match['eps'].name!r} is not a constant that acts as a scalar there")
+        tensor = constant_of(match["eps"])
+        if tensor is None:
+            return Fail(f"epsilon {match['eps'].name!r} is computed at run time")
+        return Fail(f"epsilon {match['eps'].name!r} of shape {list(tensor.shape)} is no scalar there")
     if not 0 <= eps < float("inf"):  # (also refuses NaN: a norm op's epsilon must be a number)
         return Fail(f"epsilon {match['eps'].name!r} is {eps}, not a finite non-negative number")
     axis = _trailing_axis(match, reduce_names)
