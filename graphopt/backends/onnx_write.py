@@ -152,12 +152,22 @@ def _external_constants(graph: onnx.GraphProto):
     """Tensors of Constant nodes kept in an external file: copied into the output's data file like
     external initializers (other attribute tensors stay inside the protobuf)."""
     for node in graph.node:
-        for attribute in node.attribute:
-            kind = attribute.type
-            if kind == onnx.AttributeProto.TENSOR and attribute.t.data_location == onnx.TensorProto.EXTERNAL:
-                yield attribute.t
-            elif kind == onnx.AttributeProto.GRAPH:
-                yield from _external_constants(attribute.g)
-            elif kind == onnx.AttributeProto.GRAPHS:
-                for sub in attribute.graphs:
-                    yield from _external_constants(sub)
+        op_type = node.op_type  # (read once: a protobuf field read costs, and most nodes are neither)
+        if op_type == "Constant":
+            for attribute in node.attribute:
+                kind = attribute.type
+                if (
+                    kind == onnx.AttributeProto.TENSOR
+                    and attribute.t.data_location == onnx.TensorProto.EXTERNAL
+                ):
+                    yield attribute.t
+        elif op_type in _WITH_SUBGRAPHS:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    yield from _external_constants(attribute.g)
+                elif attribute.type == onnx.AttributeProto.GRAPHS:
+                    for sub in attribute.graphs:
+                        yield from _external_constants(sub)
+
+
+_WITH_SUBGRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
