@@ -171,3 +171,4 @@ def _external_constants(graph: onnx.GraphProto):
 
 
 _WITH_SUBGRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+_EXTERNAL = onnx.TensorProto.EXTERNAL
