@@ -39,8 +39,7 @@ def upgrade_old_opset(model: onnx.ModelProto, where: str) -> tuple[onnx.ModelPro
             upgraded = version_converter.convert_version(model, target)
             onnx.checker.check_model(upgraded)
         except Exception as error:  # the converter raises RuntimeError, ValidationError, IndexError...
-            detail = str(error).strip().splitlines()
-            problems.append(f"to {target}: {detail[0] if detail else type(error).__name__}")
+            problems.append(f"to opset {target}: {_reason(error)}")
             continue
         note = (
             f"{where} imports default-domain opset {version}: upgraded to opset {target} "
@@ -50,10 +49,18 @@ def upgrade_old_opset(model: onnx.ModelProto, where: str) -> tuple[onnx.ModelPro
         return upgraded, note
     note = (
         f"{where} imports default-domain opset {version}, which onnx.version_converter could not upgrade "
-        f"({'; '.join(problems)}): carried through untouched"
+        f"({problems[-1]}): carried through untouched"
     )
     log.info("%s", note)
     return model, note
+
+
+def _reason(error: Exception) -> str:
+    """The converter's message without its source location and assertion text, shortened."""
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else type(error).__name__
+    text = text.rsplit(" failed: ", 1)[-1]
+    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def is_too_old(model: onnx.ModelProto) -> bool:
