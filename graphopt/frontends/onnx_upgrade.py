@@ -13,13 +13,14 @@ import logging
 import onnx
 from onnx import version_converter
 
+from ..fused.onnx_decompose import MIN_OPSET as FUSED_OPS_MIN_OPSET
 from .onnx_read import MIN_OPSET
 
 log = logging.getLogger(__name__)
 
 # The oldest opset the fused ops' fallback functions are written for first (the passes can then fuse),
 # else the oldest one graphopt reads.
-UPGRADE_TARGETS = (13, MIN_OPSET)
+UPGRADE_TARGETS = (FUSED_OPS_MIN_OPSET, MIN_OPSET)
 
 
 def default_opset(model: onnx.ModelProto) -> int | None:
