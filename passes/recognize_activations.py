@@ -64,13 +64,13 @@ def check_erf(match):
     scaled = match.node("scaled")
     want = SQRT2 if scaled.op == Op.DIV else 1.0 / SQRT2
     if not _close(match["c"], want, scaled):
-        return Fail(f"{match['c'].name!r} is not {want:.6g}, so this is not GELU")
+        return Fail(f"{match['c'].name!r} is not the scalar {want:.6g}, so this is not GELU")
     return match
 
 
 def check_tanh(match):
     if not _close(match["c"], TANH_SCALE, match.node("scaled")):
-        return Fail(f"{match['c'].name!r} is not √(2/π), so this is not tanh-approximated GELU")
+        return Fail(f"{match['c'].name!r} is not the scalar √(2/π), so this is not tanh-approximated GELU")
     return match
 
 
