@@ -2,11 +2,11 @@ import math
 
 import numpy as np
 import pytest
-from exporting import op_types, optimize_checked, run_onnx
+from exporting import near_misses, op_types, optimize_checked, run_onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def erf_gelu(one_shape=(), half=0.5, sqrt2=math.sqrt(2.0), dims=(4, 8)):
+def erf_gelu(one_shape=(), half=0.5, sqrt2=math.sqrt(2.0), dims=(4, 8), sqrt2_shape=()):
     """x * (1 + erf(x / √2)) * 0.5, as exporters write GELU, with the "1" of ``one_shape`` (opset 20,
     where a recognized GELU is written as ``Gelu``)."""
     steps = [
@@ -16,8 +16,12 @@ def erf_gelu(one_shape=(), half=0.5, sqrt2=math.sqrt(2.0), dims=(4, 8)):
         ("Mul", ["x", "plus"], "product"),
         ("Mul", ["product", "half"], "y"),
     ]
-    constants = {"sqrt2": np.float32(sqrt2), "one": np.ones(one_shape, np.float32), "half": np.float32(half)}
-    out_rank = max(len(dims), len(one_shape))
+    constants = {
+        "sqrt2": np.full(sqrt2_shape, sqrt2, np.float32),
+        "one": np.ones(one_shape, np.float32),
+        "half": np.float32(half),
+    }
+    out_rank = max(len(dims), len(one_shape), len(sqrt2_shape))
     graph = helper.make_graph(
         [helper.make_node(op, inputs, [out]) for op, inputs, out in steps],
         "g",
@@ -64,3 +68,13 @@ def test_a_half_that_is_not_one_half_is_no_gelu():
     np.testing.assert_allclose(
         got, gelu_reference(X, half=float(np.float32(0.5000001))), rtol=1e-6, atol=1e-6
     )
+
+
+def test_a_divisor_of_higher_rank_is_a_near_miss():
+    optimized, report = optimize_checked(erf_gelu(sqrt2_shape=(1, 1, 1)))
+    assert "Erf" in op_types(optimized)
+    reason = "'sqrt2' is not the scalar 1.41421, so this is not GELU"
+    assert reason in near_misses(report, "gelu_from_erf[half_last]")
+    (got,) = run_onnx(optimized, {"x": X})
+    assert got.shape == (1, 4, 8)
+    np.testing.assert_allclose(got[0], gelu_reference(X), rtol=1e-5, atol=1e-6)
