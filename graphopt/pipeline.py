@@ -115,7 +115,12 @@ def run_passes(
     check_each: bool = False,
     on_pass: Callable[[int, int, str], None] | None = None,
 ) -> list[PassReport]:
-    """Runs the passes in order; with ``check_each``, verify(graph) after every pass."""
+    """Runs the passes in order; with ``check_each``, verify(graph) after every pass. A graph that its
+    frontend carries through untouched (an ONNX model too old to upgrade) skips every pass."""
+    carried = graph.meta.get("carry_through")
+    if carried:
+        count = len(graph)
+        return [PassReport(p.name, {}, [], 0.0, count, count, skipped=True, notes=[carried]) for p in passes]
     reports = []
     for index, step in enumerate(passes):
         if on_pass is not None:

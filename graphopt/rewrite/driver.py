@@ -263,6 +263,11 @@ def rewrite_match(
                 f"rule {rule_name} returned {len(results)} values for {len(root.outputs)} outputs"
             )
         pairs = [(old, new) for old, new in zip(root.outputs, results, strict=False) if new is not None]
+    for old, new in pairs:
+        differs = _shape_change(old, new)
+        if differs is not None:
+            _undo(graph, builder)
+            raise Decline(f"rule {rule_name} would change {old.name!r}: {differs}")
     replaced = {old for old, _ in pairs}
     for old in root.outputs:
         if old not in replaced and graph.is_used(old):
@@ -274,6 +279,19 @@ def rewrite_match(
         note_origin(found.matched, builder.created, pairs)
     readers = [use.node for _, new in pairs for use in new.uses]
     return [*builder.created, *readers]
+
+
+def _shape_change(old: Value, new: Value) -> str | None:
+    """How ``new`` differs in rank or a static dim from ``old``, which it is to replace; None when it
+    does not (as far as their known shapes tell). A constant wrongly taken for a scalar shows here."""
+    if old.shape is None or new.shape is None:
+        return None
+    pairs = zip(old.shape, new.shape, strict=False)
+    if len(old.shape) != len(new.shape) or any(
+        isinstance(a, int) and isinstance(b, int) and a != b for a, b in pairs
+    ):
+        return f"its shape {list(old.shape)} would become {list(new.shape)}"
+    return None
 
 
 def _update_in_place(graph: Graph, node: Node, update: InPlace) -> None:
