@@ -40,6 +40,8 @@ def optimize(
     bisect: bool = True,
     check_each_pass: bool = False,
     on_pass: Callable[[int, int, str], None] | None = None,
+    measure: str | None = None,
+    keep_paying_passes: bool = False,
 ) -> Optimized:
     """Optimizes a model: a path (.onnx or .pt2), an onnx.ModelProto or a torch.export.ExportedProgram.
 
@@ -49,12 +51,24 @@ def optimize(
     with per-dtype ``tolerances`` (rtol, atol). A mismatch is bisected to the rule and node that caused
     it (unless not ``bisect``) and raises VerificationError unless ``force``. With ``output`` the
     result is written there atomically; the input is never overwritten.
+
+    With ``measure`` ("cpu" or "cuda") the original and optimized models are also timed there before
+    writing, and a model slower beyond the measured noise raises SlowerModel (a VerificationError)
+    unless ``force``; with ``keep_paying_passes`` the passes whose removal makes it faster are dropped
+    instead (speed_guard.py). ``report.speed`` holds the figures.
     """
+    if measure is not None:
+        from .speed_guard import check_device
+
+        check_device(measure)
+    elif keep_paying_passes:
+        raise BadInput("--keep-paying-passes keeps the passes that pay on a device: give --measure cpu|cuda")
     with collection_paused():
         return _optimize(
             model, output=output, only=only, skip=skip, verify=verify, force=force, seed=seed,
             input_shapes=input_shapes, inputs=inputs, tolerances=tolerances, bisect=bisect,
-            check_each_pass=check_each_pass, on_pass=on_pass,
+            check_each_pass=check_each_pass, on_pass=on_pass, measure=measure,
+            keep_paying_passes=keep_paying_passes,
         )  # fmt: skip
 
 
@@ -73,6 +87,8 @@ def _optimize(
     bisect: bool,
     check_each_pass: bool,
     on_pass,
+    measure: str | None = None,
+    keep_paying_passes: bool = False,
 ) -> Optimized:
     passes = select_passes(only, skip)
     seconds: dict[str, float] = {}
@@ -82,12 +98,14 @@ def _optimize(
         raise BadInput(f"refusing to overwrite the input {source.path}; choose another output path")
     graph = source.graph
     seconds["load"] = time.perf_counter() - start
-    reference = None
+    reference = feeds = None
+    if verify or measure:
+        feeds = prepare_feeds(graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
+    base_dir = source.path.parent if source.path is not None else graph.meta.get("base_dir")
     if verify:
         # The original runs before any work: bad inputs for the check, and a model the runtime cannot
         # run (a damaged one the checker let through), are refused first.
         start = time.perf_counter()
-        feeds = prepare_feeds(graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
         reference = Reference.of(source, feeds, tolerances)
         seconds["reference"] = time.perf_counter() - start
     ops_before, traffic_before = op_counts(graph), estimate_traffic(graph)
@@ -125,12 +143,55 @@ def _optimize(
             if not force:
                 raise VerificationError(message, report)
             report.notes.append(f"{message} (written anyway: --force)")
+    if measure:
+        start = time.perf_counter()
+
+        def rebuild(dropped: Sequence[str], check: bool = False) -> Optimized:
+            return _optimize(
+                model, output=None, only=only, skip=(*skip, *dropped), verify=check, force=force,
+                seed=seed, input_shapes=input_shapes, inputs=inputs, tolerances=tolerances,
+                bisect=bisect, check_each_pass=check_each_pass, on_pass=None,
+            )  # fmt: skip
+
+        optimized, report = _guard_speed(
+            source.original, optimized, report, feeds, measure, base_dir, rebuild, keep_paying_passes, force
+        )
+        seconds["measure"] = time.perf_counter() - start
     if output is not None:
         start = time.perf_counter()
         report.output = str(io.write(optimized, output, source))
         seconds["write"] = time.perf_counter() - start
     graph.release()  # freed now by reference counting, not later by a walk of the cycle collector
     return Optimized(optimized, report)
+
+
+def _guard_speed(original, optimized, report, feeds, device, base_dir, rebuild, keep_paying, force):
+    """Times the optimized model against the original; see speed_guard.py."""
+    from .speed_guard import SlowerModel, guard, measure
+
+    def time_against(first, second):
+        return measure(original if first is None else first, second, feeds, device, base_dir=base_dir)
+
+    changed = [p.name for p in report.passes if p.changed]
+    try:
+        _, check, dropped = guard(
+            time_against(None, optimized),
+            (lambda names: rebuild(names).model) if keep_paying else None,
+            changed,
+            time_against,
+            optimized,
+        )
+    except SlowerModel as slower:
+        if not force:
+            raise SlowerModel(str(slower), report) from None
+        report.notes.append(f"{slower} (written anyway: --force)")
+        return optimized, report
+    if dropped:
+        # The model of the passes that paid gets its own report and numeric check.
+        optimized, report = rebuild(dropped, report.verification is not None)
+        report.notes.append(f"speed guard: dropped {', '.join(dropped)} (the model is faster without them)")
+    report.speed = check.to_json()
+    return optimized, report
 
 
 def _verify(model, optimized, passes: Sequence[Pass], reference: Reference, seed: int, bisect: bool):

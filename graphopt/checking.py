@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import io
+from .dependencies import MissingDependency
 from .errors import BadInput
 from .ir import DType, Graph
 from .npz_inputs import feeds_from_arrays, load_npz
@@ -73,6 +74,8 @@ class Reference:
         runtime = "ONNX Runtime" if source.frontend == "onnx" else "torch"
         try:
             names, outputs = run_model(source.frontend, source.original, feeds, base)
+        except MissingDependency as error:
+            raise MissingDependency(f"{error}; or skip the check with --no-verify") from None
         except Exception as error:  # each runtime raises its own kinds; all mean the model does not run
             raise BadInput(
                 f"{source.label}: {runtime} cannot run the model for the numeric check "

@@ -16,6 +16,7 @@ from . import __version__
 from .bench_command import bench
 from .errors import BadInput, VerificationError
 from .show import show
+from .speed_options import KeepPayingOption, MeasureOption
 from .verify_command import verify
 
 app = typer.Typer(
@@ -122,6 +123,8 @@ def optimize(
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
+    measure: MeasureOption = None,
+    keep_paying_passes: KeepPayingOption = False,
 ) -> None:
     """Optimize MODEL and write the result beside it (never over it)."""
     from .api import optimize as run_optimize
@@ -143,6 +146,8 @@ def optimize(
                     inputs=inputs,
                     tolerances=_tolerances(tolerance),
                     on_pass=on_pass,
+                    measure=measure,
+                    keep_paying_passes=keep_paying_passes,
                 )
         except VerificationError as error:
             # The report says which rewrite broke the outputs; it is written even though the model is not.

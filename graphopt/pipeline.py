@@ -23,6 +23,7 @@ from graphopt.passes import (
     recognize_stack,
     remove_dead_nodes,
     remove_identity,
+    restore_unfused,
 )
 
 from .errors import BadInput
@@ -72,6 +73,8 @@ PIPELINE: tuple[Pass, ...] = (
     MERGE_RECOGNIZED_DUPLICATES,
     fuse_norm_act.PASS,
     fuse_norm_act_linear.PASS,
+    # (last but dead-node removal: a recognizer is a means, not a result)
+    restore_unfused.PASS,
     remove_dead_nodes.PASS,
 )
 
@@ -112,7 +115,12 @@ def run_passes(
     check_each: bool = False,
     on_pass: Callable[[int, int, str], None] | None = None,
 ) -> list[PassReport]:
-    """Runs the passes in order; with ``check_each``, verify(graph) after every pass."""
+    """Runs the passes in order; with ``check_each``, verify(graph) after every pass. A graph that its
+    frontend carries through untouched (an ONNX model too old to upgrade) skips every pass."""
+    carried = graph.meta.get("carry_through")
+    if carried:
+        count = len(graph)
+        return [PassReport(p.name, {}, [], 0.0, count, count, skipped=True, notes=[carried]) for p in passes]
     reports = []
     for index, step in enumerate(passes):
         if on_pass is not None:

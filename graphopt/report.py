@@ -24,6 +24,7 @@ class Report:
     # Top-level nodes of the written ONNX graph, where that differs from the IR's count: an op the
     # target opset lacks (Gelu before opset 20, RMSNormalization before 23) is written as its formula.
     nodes_written: int | None = None
+    speed: dict[str, Any] | None = None  # the speed guard's figures (optimize --measure)
 
     @property
     def nodes_before(self) -> int:
@@ -51,6 +52,7 @@ class Report:
             "source": self.source,
             "frontend": self.frontend,
             "output": self.output,
+            "speed": self.speed,
             "nodes": {
                 "before": self.nodes_before,
                 "after": self.nodes_after,

@@ -34,9 +34,9 @@ def build(program: Program, form: str) -> Any:
         return to_exported_program(program)
 
 
-def optimize_checked(model: Any):
+def optimize_checked(model: Any, **options: Any):
     """Optimizes with the numeric check and verify(graph) after every pass; both raise on a failure."""
-    optimized, report = graphopt.optimize(model, check_each_pass=True, tolerances=TOLERANCES)
+    optimized, report = graphopt.optimize(model, check_each_pass=True, tolerances=TOLERANCES, **options)
     assert report.verification["ok"], report.verification["summary"]
     return optimized, report
 

@@ -81,8 +81,15 @@ def _transpose(e: Emitter, node: Node) -> None:
 
 
 def _split(e: Emitter, node: Node) -> None:
-    sizes = np.asarray(node.attrs["sizes"], dtype=np.int64)
     axis = node.attrs["axis"]
+    if "sizes" not in node.attrs:
+        # Sizes not known statically: the run-time sizes input, or else ONNX's equal split.
+        given = node.input(1)
+        parts = {"num_outputs": len(node.outputs)} if e.opset >= 18 and given is None else {}
+        inputs = [node.input(0)] if given is None else [node.input(0), given]
+        e.node("Split", inputs, _outs(node), name=node.name, axis=axis, **parts)
+        return
+    sizes = np.asarray(node.attrs["sizes"], dtype=np.int64)
     if e.opset >= 13:
         e.node(
             "Split",

@@ -12,10 +12,11 @@ kernel through a cached launcher (``torch_launch``) rather than Triton's JIT dis
 microseconds per call, which matters for small launches.
 
 Importing this module registers the ops, once; it imports no Triton kernel until a CUDA tensor
-arrives, so it works on machines without a GPU.
+arrives, so it works on machines without a GPU, and without Triton.
 """
 
 import contextlib
+import importlib.util
 
 import torch
 from torch import Tensor
@@ -28,6 +29,11 @@ NAMESPACE = "graphopt"
 # String arguments are parsed on every call: plain dict look-ups keep that off the profile.
 _NORMS = {n.attr: n for n in Norm}
 _ACTIVATIONS = {a.attr: a for a in Activation}
+
+# triton_op searches each body for Triton kernels as it registers the op, and logs a warning per op
+# where Triton is not installed (a CPU-only install, where no kernel can launch anyway): there the
+# same bodies become plain custom ops.
+_op = torch.library.triton_op if importlib.util.find_spec("triton") is not None else torch.library.custom_op
 
 # Direct eager kernels (see the module's docstring); the object must live as long as the ops.
 _EAGER = torch.library.Library(NAMESPACE, "IMPL")
@@ -76,10 +82,10 @@ def _no_kernel_scan():
         library_triton.get_inner_triton_kernels = scan
 
 
-def _triton_op(name: str):
+def _define_op(name: str):
     def define(fn):
         with _no_kernel_scan():
-            return torch.library.triton_op(f"{NAMESPACE}::{name}", mutates_args=())(fn)
+            return _op(f"{NAMESPACE}::{name}", mutates_args=())(fn)
 
     return define
 
@@ -108,7 +114,7 @@ def _norm_act(x, weight, bias, norm, activation, eps, axis, wrap):
     return torch_math.norm_act(x, weight, bias, n, a, eps, dim)
 
 
-@_triton_op(NORM_ACT.torch_name)
+@_define_op(NORM_ACT.torch_name)
 def norm_act(
     x: Tensor,
     weight: Tensor | None,
@@ -159,7 +165,7 @@ def _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, wrap):
     return torch_math.norm_act(s, weight, bias, n, a, eps, dim), s
 
 
-@_triton_op(f"add_{NORM_ACT.torch_name}")
+@_define_op(f"add_{NORM_ACT.torch_name}")
 def add_norm_act(
     x: Tensor,
     residual: Tensor,
@@ -221,7 +227,7 @@ def _norm_act_linear(
     return torch_math.norm_act_linear(*args)
 
 
-@_triton_op(NORM_ACT_LINEAR.torch_name)
+@_define_op(NORM_ACT_LINEAR.torch_name)
 def norm_act_linear(
     x: Tensor,
     weight: Tensor | None,
