@@ -158,8 +158,11 @@ def one(name: str, compile_models: bool) -> dict:
     row["parameters"] = [sum(p.numel() for p in program.parameters())]
     row["parameters"].append(sum(p.numel() for p in optimized.parameters()))
 
-    original, candidate = program.module().cuda(), optimized.module().cuda()  # what failed before
     gpu_inputs = tuple(t.cuda() for t in inputs)
+    # .cuda() on each program's module is what failed before; a program whose graph fixed a device
+    # (torch.export writes arange(..., device=cpu) as it was traced) runs after torch's own pass instead
+    original, row["original_moved"] = _on_gpu(program, gpu_inputs)
+    candidate, row["graphopt_moved"] = _on_gpu(optimized, gpu_inputs)
     with torch.no_grad():
         want = original(*gpu_inputs)
         row["fp32"] = _compare(candidate(*gpu_inputs), want, torch.float32)
@@ -188,6 +191,19 @@ def one(name: str, compile_models: bool) -> dict:
         except Exception as error:
             row["bf16"] = {"ok": False, "error": _line(error)}
     return row
+
+
+def _on_gpu(program, inputs) -> tuple[torch.nn.Module, str]:
+    module = program.module().cuda()
+    try:
+        with torch.no_grad():
+            module(*inputs)
+        return module, ".cuda()"
+    except Exception as error:
+        from torch.export.passes import move_to_device_pass
+
+        moved = move_to_device_pass(program, "cuda").module()
+        return moved, f"move_to_device_pass (.cuda() failed: {_line(error)})"
 
 
 def _line(error: Exception) -> str:
@@ -223,6 +239,11 @@ def markdown(rows: list[dict], device: str) -> str:
             f"{t.get('graphopt_compile', '–')} | {fused} | {_err(row['fp32'])} | {_err(row['bf16'])} | "
             f"{row.get('compile_s', '–')} / {row.get('graphopt_compile_s', '–')} |"
         )
+    for row in rows:
+        for who in ("original", "graphopt"):
+            how = row.get(f"{who}_moved", ".cuda()")
+            if how != ".cuda()":
+                lines.append(f"\n{row['model']}, {who}: moved with {how}")
     return "\n".join(lines) + "\n"
 
 

@@ -82,6 +82,7 @@ class FxBuilder:
         state = self.state.new_state(value, tensor)
         with self._inserting_placeholder(state.kind):
             node = self.fx.placeholder(state.placeholder)
+        state.placeholder = node.name  # (FX makes a name unique within the graph)
         node.meta["val"] = self.fake_mode.from_tensor(tensor, static_shapes=True)
         self.new_specs[node.name] = state.spec
         self.placeholders[node.name] = node

@@ -24,11 +24,11 @@ from ..ir.provenance import DERIVED_FROM
 _PREFIX = {InputKind.PARAMETER: "p_", InputKind.BUFFER: "b_"}
 
 
-@dataclass(frozen=True)
+@dataclass
 class NewState:
     kind: InputKind  # PARAMETER or BUFFER
     target: str
-    placeholder: str
+    placeholder: str  # its placeholder's name (the builder sets the name FX gave it)
     tensor: torch.Tensor  # an nn.Parameter for a parameter
     persistent: bool | None  # for a buffer: whether the state dict holds it
     sources: tuple[str, ...]  # targets of the original state it was made from
