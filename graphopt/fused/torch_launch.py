@@ -46,7 +46,7 @@ class CachedLauncher:
         if self.broken:
             self.kernel[grid](*args, **kwargs)
             return
-        key = (current_device(), tuple(map(_specialization, args)), tuple(kwargs.items()))
+        key = (current_device(), _specialization(args), tuple(kwargs.items()))
         variant = self.variants.get(key)
         if variant is None:
             compiled = self.kernel[grid](*args, **kwargs)  # compiles or finds it, and launches
@@ -96,14 +96,16 @@ class _Variant:
             self.with_constexprs = False
 
 
-def _specialization(arg) -> object:
-    if isinstance(arg, torch.Tensor):
-        return (arg.dtype, arg.data_ptr() % 16 == 0)
-    if type(arg) is int:
-        return (arg == 1, arg % 16 == 0, -_INT32 <= arg < _INT32)
-    if type(arg) is float:
-        return float
-    return arg
+def _specialization(args: tuple) -> tuple:
+    """Per argument what Triton may specialize on (one comprehension: a function call per argument
+    costs more than the test itself, and this runs on every launch)."""
+    return tuple([
+        (a == 1, not a % 16, -_INT32 <= a < _INT32) if type(a) is int
+        else (a.dtype, not a.data_ptr() % 16) if isinstance(a, torch.Tensor)
+        else float if type(a) is float
+        else a
+        for a in args
+    ])  # fmt: skip
 
 
 _LAUNCHERS: dict[object, CachedLauncher] = {}
