@@ -8,6 +8,11 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 # Rebuild the package (and its ONNX Runtime library) when its build inputs change.
 BUILD_INPUTS := pyproject.toml $(shell find graphopt/ort graphopt/kernels -type f \( -name '*.cc' -o -name '*.h' -o -name '*.py' -o -name '*.cmake' -o -name 'CMakeLists.txt' -o -name '*.sh' \) 2>/dev/null)
+# The editable install maps each module to its file: adding or removing a module needs a reinstall.
+# $(MODULES) lists them, and is rewritten (so newer) only when the list changes.
+MODULES := $(VENV)/.modules
+$(shell mkdir -p $(VENV) && find graphopt passes -name '*.py' | sort > $(MODULES).new && \
+	(cmp -s $(MODULES).new $(MODULES) || cp $(MODULES).new $(MODULES)); rm -f $(MODULES).new)
 
 .PHONY: demo test lint bench-cpu clean
 
@@ -15,7 +20,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python $(BUILD_INPUTS)
+$(VENV)/.installed: $(BIN)/python $(BUILD_INPUTS) $(MODULES)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -m pip install -q "scikit-build-core>=0.10" "triton>=3.2"
 	$(BIN)/python -m pip install -q --no-build-isolation -e '.[test]'
