@@ -9,7 +9,7 @@ import typer
 
 from .. import __version__
 from .bench import bench
-from .common import Terminated, console
+from .common import EXIT_TERMINATED, Terminated, console
 from .optimize import optimize
 from .show import show
 from .verbosity import QUIET, Quiet, Verbose, Verbosity, level
@@ -72,4 +72,7 @@ def _terminate(signum, frame) -> None:
 def main() -> None:
     # SIGTERM unwinds like Ctrl-C: temporary files are removed and the exit code says what happened.
     signal.signal(signal.SIGTERM, _terminate)
-    app(prog_name="graphopt")
+    try:
+        app(prog_name="graphopt")
+    except Terminated:  # (outside a command's work: while starting up, say)
+        raise SystemExit(EXIT_TERMINATED) from None

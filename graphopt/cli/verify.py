@@ -74,7 +74,9 @@ def verify(
 
     verdict = guarded(work)
     if report_json is not None:
-        guarded(lambda: write_json(report_json, verdict))
+        from ..report import versions
+
+        guarded(lambda: write_json(report_json, {"versions": versions(), **verdict}))
     if chosen > QUIET:
         tables.print(verdict_table(verdict))
         if verdict["ok"]:

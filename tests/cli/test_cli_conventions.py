@@ -58,7 +58,9 @@ def test_report_json_dash_writes_json_alone_to_stdout():
 def test_verify_report_json_dash(tmp_path):
     result = graphopt("verify", SEED_MODEL, SEED_MODEL, "--report-json", "-")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["ok"] is True
+    verdict = json.loads(result.stdout)
+    assert verdict["ok"] is True
+    assert verdict["versions"]["graphopt"] == package.__version__
     assert "the models agree" in result.stderr
 
 
