@@ -119,13 +119,10 @@ def check_output(model: Any, output: str | os.PathLike) -> Path:
     output = Path(output)
     kind = input_format(model)
     if kind is not None and output.suffix.lower() != SUFFIXES[kind]:
-        other = {v: k for k, v in SUFFIXES.items()}.get(output.suffix.lower())
         found = f"a {output.suffix} file name" if output.suffix else "a name without an extension"
-        hint = " (graphopt writes a model in the format it came in)" if other else ""
         raise OutputError(
-            f"the output {output} has {found}; the model is "
-            f"{'ONNX' if kind == 'onnx' else 'a torch.export program'}, so expected a "
-            f"{SUFFIXES[kind]} file{hint}"
+            f"the output {output} has {found}; expected a {SUFFIXES[kind]} file: graphopt writes the "
+            f"model in the format it came in ({'ONNX' if kind == 'onnx' else 'a torch.export archive'})"
         )
     check_writable(output, "the output")
     if kind == "onnx":
@@ -162,7 +159,7 @@ def external_data_files(source: Source) -> set[Path]:
 
 
 def input_format(model: Any) -> str | None:
-    """ "onnx" or "torch": the format a model comes in (None for something graphopt cannot read)."""
+    """The format a model comes in: "onnx" or "torch" (None for something graphopt cannot read)."""
     if isinstance(model, str | os.PathLike):
         return "torch" if _is_torch_archive(Path(model)) else "onnx"
     if isinstance(model, onnx.ModelProto):

@@ -37,8 +37,11 @@ class Emitter:
     def temp(self, hint: str) -> str:
         if hint in self.reusable:
             self.reusable.discard(hint)
+            self.graph.reserve_name(hint)  # (fresh_name never hands it out again)
             return hint
-        return self.graph.fresh_name(hint)
+        name = self.graph.fresh_name(hint)
+        self.reusable.discard(name)
+        return name
 
     def const(self, array: np.ndarray, hint: str) -> str:
         name = self.temp(hint)
