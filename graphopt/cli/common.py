@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from ..errors import BadInput, VerificationError
+from ..errors import BadInput, OutputError, VerificationError
 
 EXIT_MISMATCH = 1
 EXIT_BAD_INPUT = 2
@@ -117,7 +117,7 @@ def check_report_path(path: Path | None, *others: Path | None) -> None:
     check_writable(path, "--report-json")
     for other in others:
         if other is not None and Path(other).resolve() == path.resolve():
-            raise BadInput(f"--report-json {path} is also the model's output; expected another path")
+            raise OutputError(f"--report-json {path} is where the model is written; expected another path")
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -82,7 +82,7 @@ def optimize(
     """Optimize MODEL and write the result beside it (never over it)."""
     from ..api import optimize as run_optimize
     from ..errors import VerificationError
-    from ..io import default_output
+    from ..io import data_file, default_output
 
     chosen = level(ctx, verbose, quiet)
     json_on_stdout = report_json is not None and str(report_json) == STDOUT
@@ -91,7 +91,7 @@ def optimize(
     target = None if dry_run else (output or default_output(model))
 
     def work():
-        check_report_path(report_json, target)
+        check_report_path(report_json, target, data_file(target) if target is not None else None)
         others = {} if report_json is None or json_on_stdout else {"--report-json": report_json}
         try:
             with pass_progress(chosen == QUIET) as on_pass:
