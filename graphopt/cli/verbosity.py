@@ -15,7 +15,11 @@ QUIET, NORMAL, VERBOSE, DEBUG = -1, 0, 1, 2
 Verbose = Annotated[
     int,
     typer.Option(
-        "--verbose", "-v", count=True, help="Say more: -v what each pass did and timings, -vv debug detail."
+        "--verbose",
+        "-v",
+        count=True,
+        show_default=False,
+        help="Say more: -v what each pass did and timings, -vv debug detail.",
     ),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")]
