@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from .common import TrustPickle, guarded
-from .verbosity import Quiet, Verbose, level
+from .verbosity import QUIET, Quiet, Verbose, level
 
 
 def bench(
@@ -30,10 +32,12 @@ def bench(
     from ..benchmark.__main__ import run_command
     from ..frontends.pt2_pickles import pickle_trust
 
-    level(ctx, verbose, quiet)
+    quiet_run = level(ctx, verbose, quiet) == QUIET
 
     def work():
-        with pickle_trust(trust_pickle):
+        # (the benchmark prints its table; -q keeps standard output empty, the files are still written)
+        silenced = contextlib.redirect_stdout(io.StringIO()) if quiet_run else contextlib.nullcontext()
+        with pickle_trust(trust_pickle), silenced:
             return run_command(model, out, iters, not no_compile)
 
     guarded(work)
