@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from graphopt.passes import (
 from .errors import BadInput
 from .ir import Graph, verify
 from .rewrite import NearMiss, Pass, RewriteStats
+
+log = logging.getLogger(__name__)
 
 # A merge can leave a reshape whose only reader is now another reshape (two equal views of one
 # value become one): collapse again after a merge, until a merge finds nothing.
@@ -108,6 +111,17 @@ def select_passes(only: Sequence[str] = (), skip: Sequence[str] = ()) -> tuple[P
     return tuple(p for p in PIPELINE if (not only or p.name in only) and p.name not in skip)
 
 
+def _log_pass(step: PassReport) -> None:
+    """What the pass did, for ``graphopt -v`` (and its near misses for ``-vv``)."""
+    done = ", ".join(f"{rule} × {count}" for rule, count in sorted(step.counts.items()) if count)
+    log.info(
+        "%s: %s; %d → %d nodes, %.1f ms",
+        step.name, done or "no change", step.nodes_before, step.nodes_after, step.seconds * 1e3,
+    )  # fmt: skip
+    for miss in step.near_misses:
+        log.debug("%s: near miss of %s at %r: %s", step.name, miss.rule, miss.node, miss.reason)
+
+
 def run_passes(
     graph: Graph,
     passes: Sequence[Pass],
@@ -135,6 +149,7 @@ def run_passes(
         reports.append(
             PassReport(step.name, dict(stats.counts), stats.near_misses, seconds, before, len(graph))
         )
+        _log_pass(reports[-1])
     if on_pass is not None:
         on_pass(len(passes), len(passes), "")
     return reports

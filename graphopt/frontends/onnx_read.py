@@ -188,3 +188,14 @@ def all_tensors(graph: onnx.GraphProto):
             elif kind == onnx.AttributeProto.GRAPHS:
                 for sub in attribute.graphs:
                     yield from all_tensors(sub)
+
+
+def external_files(model: onnx.ModelProto, base_dir: Path) -> set[Path]:
+    """The files beside the model that its externally stored tensors name."""
+    return {
+        base_dir / entry.value
+        for tensor in all_tensors(model.graph)
+        if tensor.data_location == onnx.TensorProto.EXTERNAL
+        for entry in tensor.external_data
+        if entry.key == "location"
+    }

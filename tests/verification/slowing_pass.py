@@ -9,7 +9,7 @@ from graphopt.ir import Graph, Op, Tensor
 from graphopt.rewrite import Pass, RewriteStats
 
 PASS_NAME = "slow_down_outputs"
-CHAIN = 400
+CHAIN = 2000  # tens of times the optimized seed's time: slower beyond any noise of a busy machine
 
 
 def _run(graph: Graph) -> RewriteStats:
