@@ -63,11 +63,12 @@ def run_program(program, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[
 
     from .frontends.torch_arrays import to_torch
     from .frontends.torch_export import call_arguments
+    from .frontends.torch_state import runnable_module
 
     tensors = {name: to_torch(array) for name, array in feeds.items()}
     args, kwargs = call_arguments(program, tensors)
     with torch.no_grad():
-        outputs = program.module()(*args, **kwargs)
+        outputs = runnable_module(program)(*args, **kwargs)  # (on copies of the buffers it writes)
     flat = torch.utils._pytree.tree_leaves(outputs)
     names = [f"output_{i}" for i in range(len(flat))]
     return names, [
