@@ -28,12 +28,12 @@ def vocab_sizes(n: int, smallest: int = 50) -> list[int]:
 
 
 class EmbeddingStack(nn.Module):
-    def __init__(self, n: int = 8, d: int = 64, shared_norm: bool = True, seed: int = WEIGHT_SEED):
+    def __init__(self, n: int = 8, d: int = 64, shared_norm: bool = True, smallest_vocab: int = 50):
         super().__init__()
         self.shared_norm = shared_norm
 
         def build():
-            self.tables = nn.ModuleList(nn.Embedding(rows, d) for rows in vocab_sizes(n))
+            self.tables = nn.ModuleList(nn.Embedding(rows, d) for rows in vocab_sizes(n, smallest_vocab))
             norms = 1 if shared_norm else n
             self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(norms))
             for norm in self.norms:  # not the identity a fresh LayerNorm is
@@ -41,7 +41,7 @@ class EmbeddingStack(nn.Module):
                 nn.init.normal_(norm.bias, 0.0, 0.1)
             self.linear = nn.Linear(d, 1)
 
-        seeded(seed, build)
+        seeded(WEIGHT_SEED, build)
 
     def forward(self, *indices: torch.Tensor) -> torch.Tensor:
         features = []
@@ -70,9 +70,12 @@ class HandBatched(nn.Module):
         return nn.functional.relu(self.linear(torch.tanh(self.norm(self.table(ids)))))
 
 
-def example_indices(n: int = 8, batch: int = 32, seed: int = INPUT_SEED) -> tuple[torch.Tensor, ...]:
+def example_indices(
+    n: int = 8, batch: int = 32, smallest_vocab: int = 50, seed: int = INPUT_SEED
+) -> tuple[torch.Tensor, ...]:
     generator = torch.Generator().manual_seed(seed)
-    return tuple(torch.randint(0, rows, (batch,), generator=generator) for rows in vocab_sizes(n))
+    sizes = vocab_sizes(n, smallest_vocab)
+    return tuple(torch.randint(0, rows, (batch,), generator=generator) for rows in sizes)
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:
@@ -85,13 +88,22 @@ def _mlp(sizes: list[int]) -> nn.Sequential:
 class Dlrm(nn.Module):
     """DLRM: bottom MLP on dense features, an EmbeddingBag per sparse feature, dot interaction, top MLP."""
 
-    def __init__(self, n: int = 8, d: int = 16, dense: int = 13, mode: str = "sum", weighted: bool = False):
+    def __init__(
+        self,
+        n: int = 8,
+        d: int = 16,
+        dense: int = 13,
+        mode: str = "sum",
+        weighted: bool = False,
+        smallest_vocab=50,
+    ):
         super().__init__()
         self.weighted = weighted
 
         def build():
             self.bottom = _mlp([dense, 64, d])
-            self.bags = nn.ModuleList(nn.EmbeddingBag(rows, d, mode=mode) for rows in vocab_sizes(n))
+            sizes = vocab_sizes(n, smallest_vocab)
+            self.bags = nn.ModuleList(nn.EmbeddingBag(rows, d, mode=mode) for rows in sizes)
             pairs = (n + 1) * n // 2
             self.top = nn.Sequential(_mlp([d + pairs, 64]), nn.Linear(64, 1))
             rows, cols = torch.tril_indices(n + 1, n + 1, offset=-1)
@@ -114,10 +126,16 @@ class Dlrm(nn.Module):
 
 
 def dlrm_inputs(
-    n: int = 8, batch: int = 32, bag: int = 4, dense: int = 13, weighted: bool = False, seed: int = INPUT_SEED
+    n: int = 8,
+    batch: int = 32,
+    bag: int = 4,
+    dense: int = 13,
+    weighted: bool = False,
+    smallest_vocab: int = 50,
 ) -> tuple[torch.Tensor, ...]:
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(INPUT_SEED)
     x = torch.randn(batch, dense, generator=generator)
-    ids = tuple(torch.randint(0, rows, (batch, bag), generator=generator) for rows in vocab_sizes(n))
+    sizes = vocab_sizes(n, smallest_vocab)
+    ids = tuple(torch.randint(0, rows, (batch, bag), generator=generator) for rows in sizes)
     weights = tuple(torch.rand(batch, bag, generator=generator) for _ in range(n)) if weighted else ()
     return (x, *ids, *weights)
