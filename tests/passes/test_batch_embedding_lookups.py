@@ -2,7 +2,16 @@ import numpy as np
 import onnx
 import pytest
 import torch
-from exporting import ONNX_PATHS, export_onnx, feeds_for, near_misses, op_types, optimize_checked, run_onnx
+from exporting import (
+    ONNX_PATHS,
+    export_onnx,
+    feeds_for,
+    float64_reference,
+    near_misses,
+    op_types,
+    optimize_checked,
+    run_onnx,
+)
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
 import graphopt
@@ -187,3 +196,51 @@ def test_table_that_is_not_a_constant_is_left_alone():
     optimized, report = optimize_checked(model)
     assert RULE not in report.rule_counts and not near_misses(report, RULE)
     assert op_types(optimized).count("Gather") == 2
+
+
+class SharedTable(torch.nn.Module):
+    """Two features read one table: it is stored once in the concatenation."""
+
+    def __init__(self):
+        super().__init__()
+        self.t, self.u = torch.nn.Embedding(20, 8), torch.nn.Embedding(30, 8)
+
+    def forward(self, a, b, c):
+        return torch.stack([torch.tanh(self.t(a)), torch.tanh(self.u(b)), torch.tanh(self.t(c))])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_a_table_read_twice_is_stored_once(path, dtype):
+    ids = tuple(torch.randint(0, 20, (5,), generator=torch.Generator().manual_seed(i)) for i in range(3))
+    module = SharedTable().to(dtype).eval()
+    model = export_onnx(module, ids, path)
+    optimized, report = optimize_checked(model, only=ONLY_LOOKUPS)
+    assert report.rule_counts[RULE] == 1
+    assert [tuple(t.dims) for t in optimized.graph.initializer if len(t.dims) == 2 and t.dims[1] == 8] == [
+        (50, 8)
+    ]
+    expected = run_onnx(model, feeds_for(model, ids))[0]
+    np.testing.assert_array_equal(run_onnx(optimized, feeds_for(optimized, ids))[0], expected)
+
+
+class FourFeatures(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = EmbeddingStack(n=4, d=8)
+
+    def forward(self, a, b, c, d):
+        return self.model(a, b, c, d)
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_symbolic_batch(path):
+    module = FourFeatures().eval()
+    model = export_onnx(module, example_indices(4, batch=6), path, dynamic_shapes=[(0,)] * 4)
+    optimized, report = optimize_checked(model)
+    assert report.rule_counts[RULE] == 1 and op_types(optimized).count("Gather") == 1
+    ids = example_indices(4, batch=9, seed=3)
+    (expected,) = float64_reference(module, ids)
+    np.testing.assert_allclose(
+        run_onnx(optimized, feeds_for(optimized, ids))[0], expected, rtol=1e-5, atol=1e-5
+    )
