@@ -9,7 +9,8 @@ which is exactly the split source ``batch_split_chains`` batches from, so the pe
 become one batched chain after it.
 
 It applies only where that batching will follow: the lookups feed, through identical chains, every
-input of one stack/concat. Elsewhere it leaves the graph as it is.
+input of one stack/concat. And only where it saves launches: the index arithmetic below is a handful
+of small kernels, so a few lookups with little after them stay as they are.
 
 Indices out of range keep failing as they did: an index outside *its own* table is mapped past the end
 of the concatenated table (never onto a neighbour's rows), so the runtime's own bounds check raises,
@@ -26,12 +27,16 @@ import numpy as np
 from graphopt.horizontal.chains import Chain, first_difference, signature, trace_chain
 from graphopt.horizontal.reachability import depends_on_any
 from graphopt.ir import DType, Graph, Node, Op, Tensor, Value, constant_of, opaque_name
+from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import Builder, Fail, NearMiss, Pass, RewriteStats
 from graphopt.rewrite.driver import count_rewrite, may_rewrite, replace_value
 
 RULE = "batch_embedding_lookups"
 ATEN_EMBEDDING = opaque_name("aten", "embedding.default")
 INDEX_TYPES = frozenset({DType.INT64, DType.INT32})
+# Kernels the batched form adds: the indices' stack, up to three comparisons, two additions and three
+# selections; the one lookup comes on top.
+INDEX_KERNELS = 9
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,10 @@ def find_group(graph: Graph, combine: Node) -> Group | Fail | None:
         return Fail(f"indices {first.indices.name!r} have more than one symbolic dim")
     if depends_on_any(graph, [lookup.indices for lookup in lookups], chains):
         return Fail("one lookup's indices depend on another feature's chain")
+    per_chain = sum(node.op not in VIEWS for node in chains[0].nodes)
+    before, after = len(lookups) * (1 + per_chain), INDEX_KERNELS + 1 + per_chain
+    if before <= after:
+        return Fail(f"{len(lookups)} lookups: batched, about {after} kernels would replace {before}")
     return Group(combine, lookups, chains)
 
 
