@@ -10,7 +10,8 @@ eager, and the bytes of the ONNX models' weights (original vs optimized: the tab
     python bench/bench_embeddings.py --out OUT [--models a,dlrm] [--n 8,32,128] [--batch 512,4096]
         [--d 64,128] [--compile default,max-autotune-no-cudagraphs] [--norm shared|per-feature] [--quick]
 
-Writes OUT/embeddings.json and OUT/embeddings.md.
+Writes OUT/embeddings.json and OUT/embeddings.md. ``bash bench/run_gpu.sh OUT embeddings`` runs it with
+graphopt's ONNX Runtime library built (the "graphopt ORT" column needs it).
 """
 
 from __future__ import annotations
@@ -194,7 +195,12 @@ def main() -> None:
     parser.add_argument("--n", type=_ints, default=[8, 32, 128])
     parser.add_argument("--batch", type=_ints, default=[512, 4096])
     parser.add_argument("--d", type=_ints, default=[64, 128])
-    parser.add_argument("--compile", type=lambda s: s.split(","), default=["default"])
+    parser.add_argument(
+        "--compile",
+        type=lambda s: [m for m in s.split(",") if m],
+        default=["default"],
+        help='modes; "" for none',
+    )
     parser.add_argument("--norm", choices=("shared", "per-feature"), default="shared")
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="N=128, B=4096, D=64 only")
