@@ -10,8 +10,8 @@ eager, and the bytes of the ONNX models' weights (original vs optimized: the tab
     python bench/bench_embeddings.py --out OUT [--models a,dlrm] [--n 8,32,128] [--batch 512,4096]
         [--d 64,128] [--compile default,max-autotune-no-cudagraphs] [--norm shared|per-feature] [--quick]
 
-Writes OUT/embeddings.json and OUT/embeddings.md. ``bash bench/run_gpu.sh OUT embeddings`` runs it with
-graphopt's ONNX Runtime library built (the "graphopt ORT" column needs it).
+Writes OUT/embeddings.json and OUT/embeddings.md. The "graphopt ORT" column needs graphopt's ONNX Runtime
+library (``GRAPHOPT_ORT_LIBRARY``, as bench/run_gpu.sh builds and sets it).
 """
 
 from __future__ import annotations
