@@ -17,10 +17,14 @@ have gained readers (two equal values merged into one), and only the functional 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 from torch import fx
+
+from ..ir import Node
+from .fx_source import FxCall
 
 
 def functional_forms(graph: fx.Graph) -> dict[fx.Node, torch._ops.OpOverload]:
@@ -111,3 +115,32 @@ def _aliased_arguments(node: fx.Node) -> list[fx.Node]:
         value = node.args[i] if i < len(node.args) else node.kwargs.get(argument.name)
         fx.node.map_arg(value, flat.append)
     return flat
+
+
+class InPlaceCall(FxCall):
+    """An in-place call read as its functional form, and written back as it was (in place) while
+    the value it writes has no other reader in the graph, as when loaded; once a pass has given that
+    value another reader (merged it with an equal value) or made it a view, it is written as the
+    functional call, which stays right whatever else reads the value."""
+
+    def __init__(self, call: FxCall, in_place: torch._ops.OpOverload, member: Node):
+        super().__init__(**{f.name: getattr(call, f.name) for f in dataclasses.fields(FxCall)})
+        self.in_place = in_place
+        self.member = member
+
+    @property
+    def target(self) -> Any:
+        return self.in_place if _sole_writer(self.member) else self._functional
+
+    @target.setter
+    def target(self, functional: Any) -> None:
+        self._functional = functional
+
+
+def _sole_writer(member: Node) -> bool:
+    written, graph = member.input(0), member.graph
+    if graph is None or written is None or written.producer is None or graph.is_output(written):
+        return False  # (a constant or an input: the caller's tensor)
+    if written.producer.meta.get("aliases_input"):
+        return False  # (a view: other values share its memory)
+    return len(written.uses) == 1

@@ -15,6 +15,7 @@ from torch import fx
 from torch.fx.node import map_aggregate
 
 from ..ir import DType, Graph, Node, Shape, Tensor, Value, opaque_name
+from .aten_inplace import InPlaceCall
 from .aten_members import INTERNAL, Internal, Member, Scalar
 from .aten_ops import translate
 from .aten_slots import EMPTY, keeps_slots, slot_attributes, with_slots
@@ -43,6 +44,8 @@ def read_call(graph: Graph, env: Env, node: fx.Node, target: Any = None) -> None
     group = _canonical(graph, env, node, members, target) if members else None
     if group is None:
         group = _opaque(graph, env, node, target)
+    if target is not node.target:  # (an in-place call read as its functional form)
+        group.calls[0] = InPlaceCall(group.calls[0], node.target, group.members[0])
     mutates = _mutates(target)
     side_effects = not node.users or mutates
     aliases = _returns_alias(target)
