@@ -189,7 +189,7 @@ def test_weight_that_is_not_a_constant_is_a_near_miss():
 def test_transposed_conv_is_not_folded():
     torch.manual_seed(6)
     args = (torch.randn(SIZES[2]),)
-    _, optimized, report = _optimized(TransposedConvNorm(), args)
+    _, optimized, _ = _optimized(TransposedConvNorm(), args)
     assert _norms(optimized) == 1
     assert "conv_transpose2d" in _calls(optimized)
 
