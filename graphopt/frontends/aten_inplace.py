@@ -60,7 +60,12 @@ def functional_overload(target: Any) -> torch._ops.OpOverload | None:
     functional = getattr(packet, target._overloadname, None) if packet is not None else None
     if not isinstance(functional, torch._ops.OpOverload) or functional._schema.is_mutable:
         return None
-    if [a.name for a in functional._schema.arguments] != [a.name for a in schema.arguments]:
+    # (the same arguments; the first may be named differently: dropout_(self, ...), dropout(input, ...))
+    names, functional_names = (
+        [a.name for a in schema.arguments],
+        [a.name for a in functional._schema.arguments],
+    )
+    if len(names) != len(functional_names) or names[1:] != functional_names[1:]:
         return None
     return functional
 

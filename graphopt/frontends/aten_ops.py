@@ -47,7 +47,7 @@ def translate(node: fx.Node, target: Any = None) -> list[Member] | None:
     handler = FUSED.get(target._opname) if target.namespace == "graphopt" else _HANDLERS.get(target)
     if handler is None:
         return None
-    return handler(node, bind(node))
+    return handler(node, bind(node, target))
 
 
 # ----- handlers --------------------------------------------------------------------------------
