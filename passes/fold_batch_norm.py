@@ -9,14 +9,14 @@ ResNet-18), and each batch norm is a full read and write of the activations.
 
 The new weights are computed in float64 from the original ones and cast to the weight's dtype. The
 conv itself is not rebuilt: its weight and bias inputs are pointed at the new tensors (a bias-less
-conv's empty bias slot is filled; where the frontend gives it no slot, an ``add`` of the bias follows),
-so the backend writes the same call with other tensors. Each new tensor records the tensor it was
-derived from in ``meta["derived_from"]``.
+conv's empty bias slot is filled), so the backend writes the same call with other tensors. Each new
+tensor records the tensor it was derived from in ``meta["derived_from"]``; the torch backend writes it
+as a lifted constant, as it writes every tensor a pass made.
 
 Conditions (a near miss names the one that failed): the batch norm is in inference mode with constant
-statistics and affine weights, only its normalized output is read, the conv's (or linear's) output
-has no other reader, its weight and bias are constants, and the batch norm's channel axis (1) is the
-axis the conv or linear writes its output channels to.
+statistics (and affine weights, where it has them), only its normalized output is read, the conv's
+(or linear's) output has no other reader, its weight and bias are constants, and the batch norm's
+channel axis (1) is the axis the conv or linear writes its output channels to.
 """
 
 from __future__ import annotations
@@ -142,17 +142,12 @@ def _into_conv(graph: Graph, conv: Node, scale: np.ndarray, shift: np.ndarray) -
     new_weight = weight.numpy().astype(np.float64) * scale.reshape(-1, *spatial)
     old_bias = bias.numpy().astype(np.float64) if bias is not None else 0.0
     new_bias = old_bias * scale + shift
+    if len(conv.inputs) < 3:
+        raise _Miss(f"{conv.name!r} has no bias slot to fill")
     graph.set_input(conv, 1, _constant(graph, new_weight, weight.dtype, conv.input(1), INTO_CONV))
-    if len(conv.inputs) >= 3:
-        original = conv.input(2) or conv.input(1)
-        graph.set_input(conv, 2, _constant(graph, new_bias, (bias or weight).dtype, original, INTO_CONV))
-        return conv.output
-    # A conv with no bias slot: the bias is added after it, broadcast over the spatial dims.
-    shaped = new_bias.reshape(-1, *spatial[1:])
-    b = _constant(graph, shaped, weight.dtype, conv.input(1), INTO_CONV)
-    added = graph.add_node(Op.ADD, [conv.output, b], {}, name=graph.fresh_name(f"{conv.name}/bias"))
-    added.meta["rule"] = INTO_CONV
-    return added.output
+    original = conv.input(2) or conv.input(1)
+    graph.set_input(conv, 2, _constant(graph, new_bias, (bias or weight).dtype, original, INTO_CONV))
+    return conv.output
 
 
 def _into_linear(graph: Graph, node: Node, scale: np.ndarray, shift: np.ndarray) -> Value:

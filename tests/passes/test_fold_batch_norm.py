@@ -228,3 +228,16 @@ def test_batch_norm_in_training_mode_is_not_folded():
     optimized, report = graphopt.optimize(program, verify=False)
     assert not {"fold_batch_norm_into_conv", "fold_batch_norm_into_linear"} & set(rule_counts(report))
     assert _norms(optimized) == _norms(program) == 1
+
+
+def test_folded_program_runs_in_onnx_runtime():
+    from exporting import run_onnx
+
+    torch.manual_seed(10)
+    module = ConvNorm(bias=False).eval()
+    args = (torch.randn(SIZES[2]),)
+    _, optimized, _ = _optimized(module, args)
+    model = torch.onnx.export(optimized, args, dynamo=True, opset_version=18, verbose=False).model_proto
+    got = run_onnx(model, {model.graph.input[0].name: args[0].numpy()})[0]
+    reference = float64_reference(module, args)[0]
+    assert np.abs(got - reference).max() <= 2e-5 * np.abs(reference).max()
