@@ -69,10 +69,10 @@ def run(graph: Graph) -> RewriteStats:
             continue
         producer = norm.input(0).producer if norm.input(0) is not None else None
         rule = INTO_CONV if producer is not None and producer.op in CONVOLUTIONS else INTO_LINEAR
+        if producer is None or producer.op not in (*CONVOLUTIONS, Op.LINEAR, Op.MATMUL):
+            continue  # (a batch norm after anything else needs a fused op, not a fold)
         try:
             scale, shift = _affine(graph, norm)
-            if producer is None or producer.op not in (*CONVOLUTIONS, Op.LINEAR, Op.MATMUL):
-                continue  # (a batch norm after anything else needs a fused op, not a fold)
             _only_reader(graph, norm.input(0), norm)
             if not may_rewrite():
                 break

@@ -10,10 +10,14 @@ with the new argument in place of the None. The scalar arguments passes need bec
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 from torch import fx
+
+from ..ir import Node
+from .fx_source import FxCall, Ref
 
 aten = torch.ops.aten
 
@@ -52,12 +56,38 @@ def keeps_slots(target: Any) -> bool:
 
 
 def with_slots(node: fx.Node, target: Any) -> tuple[tuple, dict]:
-    """The call's arguments with EMPTY for each optional tensor argument given as None."""
+    """The call's arguments with EMPTY for each optional tensor argument given as None, or left out
+    (torch.export drops trailing defaults: a 1x1 conv without bias is ``conv2d(x, w)``)."""
     args = list(node.args)
-    for i, argument in enumerate(target._schema.arguments[: len(args)]):
+    arguments = target._schema.arguments
+    last = max((i for i, a in enumerate(arguments) if _optional_tensor(a.type)), default=-1)
+    while len(args) <= last and arguments[len(args)].name not in node.kwargs:
+        args.append(arguments[len(args)].default_value)
+    for i, argument in enumerate(arguments[: len(args)]):
         if args[i] is None and _optional_tensor(argument.type):
             args[i] = EMPTY
     return tuple(args), dict(node.kwargs)
+
+
+class SlottedCall(FxCall):
+    """A call whose trailing arguments the frontend added (slots for left-out optional tensors): written
+    without them while every one is still empty, so a program no pass changed is written as it was."""
+
+    def __init__(self, call: FxCall, given: int, member: Node):
+        super().__init__(**{f.name: getattr(call, f.name) for f in dataclasses.fields(FxCall)})
+        self.given = given
+        self.member = member
+
+    @property
+    def args(self) -> tuple:
+        added = self._args[self.given :]
+        if all(not isinstance(a, Ref) or self.member.input(a.input) is None for a in added):
+            return self._args[: self.given]
+        return self._args
+
+    @args.setter
+    def args(self, args: tuple) -> None:
+        self._args = tuple(args)
 
 
 def slot_attributes(node: fx.Node, target: Any) -> dict[str, Any]:

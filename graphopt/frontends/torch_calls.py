@@ -18,7 +18,7 @@ from ..ir import DType, Graph, Node, Shape, Tensor, Value, opaque_name
 from .aten_inplace import InPlaceCall
 from .aten_members import INTERNAL, Internal, Member, Scalar
 from .aten_ops import translate
-from .aten_slots import EMPTY, keeps_slots, slot_attributes, with_slots
+from .aten_slots import EMPTY, SlottedCall, keeps_slots, slot_attributes, with_slots
 from .fx_source import Attr, FxCall, FxGroup, Ref
 
 # What an FX node stands for in the IR: a value, a tuple of values (folded getitems), a subgraph module.
@@ -83,6 +83,8 @@ def _opaque(graph: Graph, env: Env, node: fx.Node, target: Any) -> FxGroup:
     ir_node = graph.add_node(_opaque_op(target), inputs, attrs, outputs=outputs, name=node.name)
     env[node] = ir_node.output if results == [None] else list(ir_node.outputs)
     call = FxCall(target, args, kwargs, node.name, dict(node.meta), _items(node))
+    if len(args) > len(node.args):  # (empty slots added for left-out optional tensors)
+        call = SlottedCall(call, len(node.args), ir_node)
     return FxGroup([call], [ir_node], [[(0, item) for item in results]], [], [{}])
 
 

@@ -7,6 +7,7 @@ from exporting import float64_reference, near_misses, rule_counts
 from torch import nn
 
 import graphopt
+from graphopt.backends.torch_export import to_exported_program
 from graphopt.frontends.torch_export import from_exported_program
 from graphopt.pipeline import run_passes, select_passes
 
@@ -28,9 +29,9 @@ def _randomized(norm: nn.Module) -> nn.Module:
 
 
 class ConvNorm(nn.Module):
-    def __init__(self, dims=2, groups=1, bias=True, affine=True, out=12):
+    def __init__(self, dims=2, groups=1, bias=True, affine=True, out=12, kernel=3):
         super().__init__()
-        self.conv = CONVS[dims](8, out, 3, padding=1, groups=groups, bias=bias)
+        self.conv = CONVS[dims](8, out, kernel, padding=kernel // 2, groups=groups, bias=bias)
         self.norm = _randomized(NORMS[dims](out, eps=1e-3, affine=affine))
         self.act = nn.ReLU(inplace=True)
 
@@ -122,6 +123,25 @@ def test_conv_then_batch_norm_folds(dims, groups, bias):
     conv = next(n for n in optimized.graph.nodes if n.op == "call_function" and "conv" in str(n.target))
     assert conv.args[2] is not None  # the bias slot carries the folded shift
     _assert_close_to_float64(module, optimized, args)
+
+
+def test_pointwise_conv_without_bias_gets_its_bias_slot_filled():
+    torch.manual_seed(11)
+    module = ConvNorm(bias=False, kernel=1).eval()
+    args = (torch.randn(SIZES[2]),)
+    program, optimized, report = _optimized(module, args)
+    conv = next(n for n in program.graph.nodes if n.op == "call_function" and "conv" in str(n.target))
+    assert len(conv.args) == 2  # (torch.export leaves out the trailing defaults: bias, stride, padding...)
+    assert rule_counts(report)["fold_batch_norm_into_conv"] == 1
+    conv = next(n for n in optimized.graph.nodes if n.op == "call_function" and "conv" in str(n.target))
+    assert len(conv.args) == 3 and conv.args[2] is not None
+    _assert_close_to_float64(module, optimized, args)
+
+
+def test_pointwise_conv_without_bias_is_written_back_as_it_was_without_passes():
+    program = torch.export.export(ConvNorm(bias=False, kernel=1).eval(), (torch.randn(SIZES[2]),))
+    rebuilt = to_exported_program(from_exported_program(program))
+    assert rebuilt.graph_module.code == program.graph_module.code
 
 
 def test_batch_norm_without_affine_weights_folds():
