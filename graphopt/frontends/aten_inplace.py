@@ -124,9 +124,10 @@ def _aliased_arguments(node: fx.Node) -> list[fx.Node]:
 
 class InPlaceCall(FxCall):
     """An in-place call read as its functional form, and written back as it was (in place) while
-    the value it writes has no other reader in the graph, as when loaded; once a pass has given that
-    value another reader (merged it with an equal value) or made it a view, it is written as the
-    functional call, which stays right whatever else reads the value."""
+    the value it writes has no other reader in the graph and comes from a call of the program that
+    is no view, as when loaded; once a pass has given that value another reader (merged it with an
+    equal value) or computes it itself, it is written as the functional call, which stays right
+    whatever else reads the value."""
 
     def __init__(self, call: FxCall, in_place: torch._ops.OpOverload, member: Node):
         super().__init__(**{f.name: getattr(call, f.name) for f in dataclasses.fields(FxCall)})
@@ -146,6 +147,8 @@ def _sole_writer(member: Node) -> bool:
     written, graph = member.input(0), member.graph
     if graph is None or written is None or written.producer is None or graph.is_output(written):
         return False  # (a constant or an input: the caller's tensor)
-    if written.producer.meta.get("aliases_input"):
-        return False  # (a view: other values share its memory)
+    if written.producer.source is None or written.producer.meta.get("aliases_input"):
+        # (a view shares its memory with other values; so may a node a pass made, which the backend
+        # may write as a view: a reshape, a split)
+        return False
     return len(written.uses) == 1
