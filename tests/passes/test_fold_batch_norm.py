@@ -283,3 +283,43 @@ def test_bfloat16_weights_are_folded_in_float64_and_rounded_once():
         original = low(*low_args).double().numpy()
     original_error = np.abs(original - reference).max()
     assert np.abs(got - reference).max() <= 2 * original_error
+
+
+class MatmulNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(8, 12))
+        self.norm = _randomized(nn.BatchNorm1d(12))
+
+    def forward(self, x):
+        return self.norm(x @ self.weight)
+
+
+def test_matmul_by_a_constant_then_batch_norm_folds():
+    torch.manual_seed(13)
+    module = MatmulNorm().eval()
+    args = (torch.randn(6, 8),)
+    _, optimized, report = _optimized(module, args)
+    assert rule_counts(report)["fold_batch_norm_into_linear"] == 1
+    assert _norms(optimized) == 0
+    _assert_close_to_float64(module, optimized, args)
+
+
+class LinearNormOverTokens(nn.Module):
+    """BatchNorm1d over [N, C, L] normalizes axis 1, which a linear over L does not write."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+        self.norm = _randomized(nn.BatchNorm1d(4))
+
+    def forward(self, x):
+        return self.norm(self.linear(x))
+
+
+def test_batch_norm_over_a_linear_of_rank_three_is_a_near_miss():
+    args = (torch.randn(2, 4, 8),)
+    _, optimized, report = _optimized(LinearNormOverTokens(), args)
+    assert _norms(optimized) == 1
+    reasons = near_misses(report, "fold_batch_norm_into_linear")
+    assert any("is not [N, features]" in reason for reason in reasons), reasons
