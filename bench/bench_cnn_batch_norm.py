@@ -5,6 +5,7 @@ the batch norms in the program before and after, the fold counts, the largest di
 and the median time of one synchronized call of the original and the optimized program, eager and
 under torch.compile, on the device given. Writes ``cnn_batch_norm.json`` into ``--out``.
 
+    ln -sfn ../passes graphopt/passes   # (a source checkout, as bench/run_gpu.sh does)
     PYTHONPATH=$PWD python3 bench/bench_cnn_batch_norm.py --out bench/results --device cuda --size 224
 """
 
