@@ -14,6 +14,7 @@ from graphopt.passes import (
     collapse_reshapes,
     drop_noop_casts,
     eliminate_common_subexpressions,
+    fold_batch_norm,
     fold_constants,
     fold_shape_inputs,
     fuse_norm_act,
@@ -63,6 +64,8 @@ PIPELINE: tuple[Pass, ...] = (
     # Before constant folding, which would turn a weight's transpose into a plain constant.
     recognize_linear.PASS,
     fold_constants.PASS,
+    # (after constant folding, which may compute a batch norm's statistics or a conv's weight)
+    fold_batch_norm.PASS,
     fold_shape_inputs.PASS,
     normalize_axes.PASS,
     eliminate_common_subexpressions.PASS,

@@ -42,10 +42,11 @@ class Member:
     results: list[int | str | None] = field(default_factory=lambda: [None])
 
 
-def bind(node: fx.Node) -> dict[str, Any]:
-    """The call's arguments by schema name, defaults filled in."""
+def bind(node: fx.Node, target: Any = None) -> dict[str, Any]:
+    """The call's arguments by the schema names of ``target`` (by default the call's own op), defaults
+    filled in."""
     bound = {}
-    for i, argument in enumerate(node.target._schema.arguments):
+    for i, argument in enumerate((node.target if target is None else target)._schema.arguments):
         if i < len(node.args) and not argument.kwarg_only:
             bound[argument.name] = node.args[i]
         elif argument.name in node.kwargs:

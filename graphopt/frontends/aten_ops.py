@@ -41,12 +41,13 @@ aten = torch.ops.aten
 Handler = Callable[[fx.Node, dict[str, Any]], list[Member] | None]
 
 
-def translate(node: fx.Node) -> list[Member] | None:
-    target = node.target
+def translate(node: fx.Node, target: Any = None) -> list[Member] | None:
+    """``target``: the op to read the call as, when not its own (an in-place call's functional form)."""
+    target = node.target if target is None else target
     handler = FUSED.get(target._opname) if target.namespace == "graphopt" else _HANDLERS.get(target)
     if handler is None:
         return None
-    return handler(node, bind(node))
+    return handler(node, bind(node, target))
 
 
 # ----- handlers --------------------------------------------------------------------------------

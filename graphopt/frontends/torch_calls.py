@@ -12,10 +12,13 @@ from typing import Any
 import numpy as np
 import torch
 from torch import fx
+from torch.fx.node import map_aggregate
 
 from ..ir import DType, Graph, Node, Shape, Tensor, Value, opaque_name
+from .aten_inplace import InPlaceCall
 from .aten_members import INTERNAL, Internal, Member, Scalar
 from .aten_ops import translate
+from .aten_slots import EMPTY, SlottedCall, keeps_slots, slot_attributes, with_slots
 from .fx_source import Attr, FxCall, FxGroup, Ref
 
 # What an FX node stands for in the IR: a value, a tuple of values (folded getitems), a subgraph module.
@@ -29,18 +32,23 @@ def value_type(val: Any) -> tuple[DType | None, Shape | None]:
     return DType.from_torch(val.dtype), dims
 
 
-def read_call(graph: Graph, env: Env, node: fx.Node) -> None:
-    """Adds the IR node(s) of call ``node`` and records in ``env`` what the call's result is."""
+def read_call(graph: Graph, env: Env, node: fx.Node, target: Any = None) -> None:
+    """Adds the IR node(s) of call ``node`` and records in ``env`` what the call's result is.
+    ``target``: the op to read the call as (the functional form of an in-place call, aten_inplace),
+    which is also the op the backend writes; by default the call's own."""
+    target = node.target if target is None else target
     members = None
     foldable = _results(node) != [None] or not isinstance(node.meta.get("val"), list | tuple)
-    if isinstance(node.target, torch._ops.OpOverload) and foldable:
-        members = translate(node)
-    group = _canonical(graph, env, node, members) if members else None
+    if isinstance(target, torch._ops.OpOverload) and foldable:
+        members = translate(node, target)
+    group = _canonical(graph, env, node, members, target) if members else None
     if group is None:
-        group = _opaque(graph, env, node)
-    mutates = _mutates(node.target)
+        group = _opaque(graph, env, node, target)
+    if target is not node.target:  # (an in-place call read as its functional form)
+        group.calls[0] = InPlaceCall(group.calls[0], node.target, group.members[0])
+    mutates = _mutates(target)
     side_effects = not node.users or mutates
-    aliases = _returns_alias(node.target)
+    aliases = _returns_alias(target)
     for member in group.members:
         member.source = group
         if side_effects:
@@ -51,26 +59,36 @@ def read_call(graph: Graph, env: Env, node: fx.Node) -> None:
             member.meta["aliases_input"] = True
 
 
-def _opaque(graph: Graph, env: Env, node: fx.Node) -> FxGroup:
-    inputs: list[Value] = []
+def _opaque(graph: Graph, env: Env, node: fx.Node, target: Any) -> FxGroup:
+    inputs: list[Value | None] = []
 
-    def ref(arg: fx.Node):
+    def ref(arg: Any):
+        if arg is EMPTY:
+            inputs.append(None)  # an absent optional tensor that keeps its slot (aten_slots)
+            return Ref(0, len(inputs) - 1)
+        if not isinstance(arg, fx.Node):
+            return arg
         value = env[arg]
         if isinstance(value, Attr):
             return value
         inputs.append(value)  # a list only for a folded tuple, which only getitem reads
         return Ref(0, len(inputs) - 1)
 
-    args, kwargs = fx.node.map_arg((node.args, node.kwargs), ref)
+    slotted = keeps_slots(target)
+    call_args = with_slots(node, target) if slotted else (node.args, node.kwargs)
+    args, kwargs = map_aggregate(call_args, ref)
+    attrs = slot_attributes(node, target) if slotted else {}
     results = _results(node)
     outputs = [(_output_name(graph, node, item), *value_type(_val(node, item))) for item in results]
-    ir_node = graph.add_node(_opaque_op(node.target), inputs, outputs=outputs, name=node.name)
+    ir_node = graph.add_node(_opaque_op(target), inputs, attrs, outputs=outputs, name=node.name)
     env[node] = ir_node.output if results == [None] else list(ir_node.outputs)
-    call = FxCall(node.target, args, kwargs, node.name, dict(node.meta), _items(node))
+    call = FxCall(target, args, kwargs, node.name, dict(node.meta), _items(node))
+    if len(args) > len(node.args):  # (empty slots added for left-out optional tensors)
+        call = SlottedCall(call, len(node.args), ir_node)
     return FxGroup([call], [ir_node], [[(0, item) for item in results]], [], [{}])
 
 
-def _canonical(graph: Graph, env: Env, node: fx.Node, members: list[Member]) -> FxGroup | None:
+def _canonical(graph: Graph, env: Env, node: fx.Node, members: list[Member], target: Any) -> FxGroup | None:
     refs: dict[fx.Node, Ref] = {}  # each FX argument node → the first member input that reads it
     for m, member in enumerate(members):
         for k, arg in enumerate(member.inputs):
@@ -82,7 +100,7 @@ def _canonical(graph: Graph, env: Env, node: fx.Node, members: list[Member]) -> 
         args, kwargs = fx.node.map_arg((node.args, node.kwargs), refs.__getitem__)
     except KeyError:
         return None  # an argument node the canonical form does not read (a SymInt size)
-    group = FxGroup([FxCall(node.target, args, kwargs, node.name, dict(node.meta), _items(node))])
+    group = FxGroup([FxCall(target, args, kwargs, node.name, dict(node.meta), _items(node))])
     produced: list[Value] = []
     for m, member in enumerate(members):
         ir_node = _member(graph, env, node, member, group)

@@ -19,6 +19,7 @@ from torch.utils import _pytree as pytree
 
 from ..errors import BadInput
 from ..ir import DType, Graph, Tensor, Value, opaque_name
+from .aten_inplace import functional_forms
 from .fx_source import Attr, PlaceholderSource, Ref
 from .pt2_read import read_pt2
 from .torch_arrays import to_numpy
@@ -72,6 +73,7 @@ class _Reader:
         graph = self.graph
         graph.meta.update(frontend="torch", torch_program=self.program, evaluate=evaluate_torch_node)
         graph.meta["torch_placeholders"] = self.held
+        functional = functional_forms(self.fx_graph)
         for node in self.fx_graph.nodes:
             if node.op == "placeholder":
                 self._placeholder(node)
@@ -79,7 +81,7 @@ class _Reader:
                 self.env[node] = Attr(node.target, node.name)
             elif node.op == "call_function":
                 if not self._folded_getitem(node):
-                    read_call(self.graph, self.env, node)
+                    read_call(self.graph, self.env, node, functional.get(node))
             elif node.op == "output":
                 self._outputs(node)
             else:
