@@ -10,8 +10,8 @@ ResNet-18), and each batch norm is a full read and write of the activations.
 The new weights are computed in float64 from the original ones and cast to the weight's dtype. The
 conv itself is not rebuilt: its weight and bias inputs are pointed at the new tensors (a bias-less
 conv's empty bias slot is filled), so the backend writes the same call with other tensors. Each new
-tensor records the tensor it was derived from in ``meta["derived_from"]``; the torch backend writes it
-as a lifted constant, as it writes every tensor a pass made.
+tensor records the weight it was derived from (ir.provenance), so the torch backend keeps it a parameter,
+named after that weight.
 
 Conditions (a near miss names the one that failed): the batch norm is in inference mode with constant
 statistics (and affine weights, where it has them), only its normalized output is read, the conv's
@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphopt.ir import Graph, Node, Op, Tensor, Value, constant_of, opaque_name
+from graphopt.ir.provenance import record_origins
 from graphopt.rewrite import NearMiss, Pass, RewriteStats, count_rewrite, may_rewrite
 
 # Opaque ops the torch.export frontend reads with fixed input slots and attributes (aten_slots):
@@ -182,7 +183,7 @@ def _constant(graph: Graph, array: np.ndarray, dtype, original: Value, rule: str
     tensor = Tensor.from_array(array.astype(dtype.numpy), dtype)
     value = graph.add_constant(tensor, graph.fresh_name(f"{original.name}_folded"))
     value.meta["rule"] = rule
-    value.meta["derived_from"] = original.name
+    record_origins(value, [original])
     return value
 
 

@@ -179,7 +179,19 @@ def test_folded_weights_are_computed_in_float64_then_rounded_once():
     expected = module.conv.weight.detach().double().numpy() * scale[:, None, None, None]
     assert weight.dtype == np.float32
     np.testing.assert_array_equal(weight, expected.astype(np.float32))
-    assert conv.input(1).meta["derived_from"] == module_weight_name(program)
+    assert [origin.name for origin in conv.input(1).meta["derived_from"]] == [module_weight_name(program)]
+
+
+def test_folded_weights_stay_parameters_of_the_optimized_program():
+    torch.manual_seed(3)
+    module = ConvNorm().eval()
+    args = (torch.randn(SIZES[2]),)
+    optimized, _ = graphopt.optimize(torch.export.export(module, args))
+    held = optimized.module()
+    assert {name for name, _ in held.named_parameters()} == {"conv.weight_fused", "conv.bias_fused"}
+    assert not any("norm" in name for name, _ in held.named_buffers())
+    with torch.no_grad():
+        np.testing.assert_allclose(held(*args).numpy(), module(*args).numpy(), rtol=1e-5, atol=1e-5)
 
 
 def module_weight_name(program) -> str:
