@@ -286,10 +286,28 @@ def _to_copy(node, a):
 
 
 def _to_dtype(node, a):
+    """``x.to(dtype)``; to x's own dtype it returns x itself, a Cast that ``drop_noop_casts`` removes
+    (its readers then read x, the very tensor they read before)."""
     to = DType.from_torch(a["dtype"])
-    if to is None or to == dtype_of(a["self"]) or a["copy"] or a["non_blocking"] or a["memory_format"]:
+    if to is None or a["copy"] or a["non_blocking"] or a["memory_format"]:
         return None
     return one(Op.CAST, [a["self"]], to=to)
+
+
+def _assert_tensor_metadata(node, a):
+    """The check that ``x.to(dtype)`` leaves in a traced program: x has the dtype, device and layout
+    it had when traced. Where it asserts exactly what x's traced value says, it states nothing the IR's
+    dtype of x does not (``drop_metadata_asserts`` says why removing it is safe); any other assert
+    (of sizes or strides, or one that disagrees with the trace) stays verbatim."""
+    val = tensor_val(a["a"])
+    if val is None or a["size"] is not None or a["stride"] is not None:
+        return None
+    dtype, device, layout = a["dtype"], a.get("device"), a.get("layout")
+    if dtype is None or dtype != val.dtype or DType.from_torch(dtype) is None:
+        return None
+    if (device is not None and device != val.device) or (layout is not None and layout != val.layout):
+        return None
+    return [Member(Op.ASSERT_METADATA, [a["a"]], {"dtype": DType.from_torch(dtype)}, results=[])]
 
 
 def _dropout(node, a):
@@ -342,5 +360,6 @@ _HANDLERS: dict[Any, Handler] = {
     **dict.fromkeys((aten.var_mean.correction, aten.var_mean.dim), _var_mean),
     aten._to_copy.default: _to_copy,
     aten.to.dtype: _to_dtype,
+    aten._assert_tensor_metadata.default: _assert_tensor_metadata,
     aten.dropout.default: _dropout,
 }
