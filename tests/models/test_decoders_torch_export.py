@@ -9,6 +9,7 @@ from exporting import export_onnx, near_misses
 import graphopt
 
 transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow
 
 HIDDEN, LAYERS, VOCAB = 64, 2, 512
 # Per layer two norms (the second after the attention's residual add, the first after the previous
