@@ -64,7 +64,9 @@ def _gelu(node, a):
 
 
 def _binary(op: str, swapped: bool = False) -> Handler:
-    """add / sub / mul / div / pow with tensors or Python numbers, when no type promotion happens."""
+    """add / sub / mul / div / pow with tensors or Python numbers. Where a narrower float tensor meets
+    a wider one (T5's ``hidden * torch.rsqrt(variance)``, bfloat16 times float32), torch converts it
+    to the result's dtype, exactly, and computes there: a Cast member says so. No other promotion."""
 
     def handle(node, a):
         if a.get("alpha", 1) != 1 or "rounding_mode" in node.kwargs:
@@ -73,19 +75,30 @@ def _binary(op: str, swapped: bool = False) -> Handler:
         if swapped:
             left, right = right, left
         out = dtype_of(node)
-        operands = []
+        if out is None:
+            return None
+        members, operands = [], []
         for value in (left, right):
             if is_node(value):
-                if dtype_of(value) != out:
+                dtype = dtype_of(value)
+                if dtype != out and not _widens(dtype, out):
                     return None
+                if dtype != out:
+                    members.append(Member(Op.CAST, [value], {"to": out}, results=[INTERNAL]))
+                    value = Internal(len(members) - 1, 0)
                 operands.append(value)
-            elif type(value) in (int, float) and out is not None and (out.is_float or type(value) is int):
+            elif type(value) in (int, float) and (out.is_float or type(value) is int):
                 operands.append(Scalar(value, out))
             else:
                 return None
-        return one(op, operands) if out is not None else None
+        return [*members, Member(op, operands)]
 
     return handle
+
+
+def _widens(dtype: DType | None, out: DType) -> bool:
+    """Whether converting float ``dtype`` to float ``out`` is exact (every value kept)."""
+    return dtype is not None and dtype.is_float and out.is_float and dtype.itemsize < out.itemsize
 
 
 def _layer_norm(node, a, *, native: bool = False):
