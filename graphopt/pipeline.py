@@ -12,6 +12,7 @@ from graphopt.passes import (
     batch_parallel_chains,
     batch_split_chains,
     collapse_reshapes,
+    drop_metadata_asserts,
     drop_noop_casts,
     eliminate_common_subexpressions,
     fold_batch_norm,
@@ -60,6 +61,8 @@ MERGE_RECOGNIZED_DUPLICATES = Pass(
 
 PIPELINE: tuple[Pass, ...] = (
     remove_identity.PASS,
+    # (before drop_noop_casts: a check of a conversion's input is one more reader of it)
+    drop_metadata_asserts.PASS,
     drop_noop_casts.PASS,
     # Before constant folding, which would turn a weight's transpose into a plain constant.
     recognize_linear.PASS,

@@ -146,6 +146,24 @@ def scale_pattern(x, w):
     return op.mul(op.any_of(Op.LAYER_NORM, Op.RMS_NORM)(x).named("norm"), w)
 
 
+def rounded_scale_pattern(x, w):
+    return op.mul(op.cast(op.any_of(Op.LAYER_NORM, Op.RMS_NORM)(x).named("norm")).named("down"), w)
+
+
+def check_rounded_scale(match):
+    """A scale applied after the norm's result is rounded to a narrower type (LLaMA's
+    ``weight * hidden.to(input_dtype)``) stays out: folded in, it would multiply before the rounding,
+    and the result would differ from the model's in the last bit."""
+    down, weight = match.node("down"), match["w"]
+    narrow = down.output.dtype
+    if match["x"].dtype == narrow or weight.dtype != narrow:
+        return None
+    return Fail(
+        f"scale {weight.name!r} multiplies in {narrow} after {down.output.name!r} rounds the norm's "
+        f"{match['x'].dtype} result; folded into the norm it would multiply before rounding"
+    )
+
+
 def bias_pattern(x, w, c):
     return op.add(op.layer_norm(x, w).named("norm"), c)
 
@@ -235,6 +253,7 @@ PASS = rewrite_pass(
             for s, i in _FORMS
         ),
         Rule("fold_norm_scale", scale_pattern, replace_scale, check_scale),
+        Rule("fold_norm_scale_after_cast", rounded_scale_pattern, replace_scale, check_rounded_scale),
         Rule("fold_norm_bias", bias_pattern, replace_bias, check_bias),
         Rule("fold_norm_bias_unscaled", unscaled_bias_pattern, replace_bias, check_bias),
     ],

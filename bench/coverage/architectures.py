@@ -144,6 +144,38 @@ def t5_encoder() -> Architecture:
     return Architecture("hf_t5_encoder", "transformers", module, _tokens(), "t5", {"num_heads": HEADS})
 
 
+def _decoder(name: str, config_class: str, model_class: str) -> Architecture:
+    # ORT's optimizer has no model type for these decoders; its t5 type fuses their RMS norms
+    # (SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization). With a mask, as GPT-2 is called.
+    module = _hf(
+        config_class,
+        model_class,
+        "input_ids",
+        with_mask=True,
+        hidden_size=HIDDEN,
+        intermediate_size=FFN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        num_key_value_heads=HEADS // 2,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
+    return Architecture(name, "transformers", module, _tokens(), "t5", {"num_heads": HEADS})
+
+
+def llama() -> Architecture:
+    return _decoder("hf_llama", "LlamaConfig", "LlamaModel")
+
+
+def qwen2() -> Architecture:
+    return _decoder("hf_qwen2", "Qwen2Config", "Qwen2Model")
+
+
+def mistral() -> Architecture:
+    return _decoder("hf_mistral", "MistralConfig", "MistralModel")
+
+
 def vit_tv() -> Architecture:
     from torchvision.models import VisionTransformer
 
@@ -187,6 +219,9 @@ BUILDERS: dict[str, Callable[[], Architecture]] = {
     "hf_gpt2": gpt2,
     "hf_vit": vit_hf,
     "hf_t5_encoder": t5_encoder,
+    "hf_llama": llama,
+    "hf_qwen2": qwen2,
+    "hf_mistral": mistral,
     "tv_vit": vit_tv,
     "tv_swin": swin_tv,
     "tv_convnext": convnext_tv,

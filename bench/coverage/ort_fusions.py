@@ -52,12 +52,15 @@ def _ort_fusions(path: Path, model_type: str, options: dict) -> dict[str, Any]:
     }
 
 
-def graphopt_norms(ops_after: dict[str, int], optimized_graph) -> dict[str, int]:
+def graphopt_norms(ops_after: dict[str, int], optimized_graph, rule_counts: dict[str, int]) -> dict[str, int]:
     """Norms graphopt ended with (its op counts before writing, since an opset without RMSNormalization
-    gets a norm written out in elementwise ops), and how many of its NormActs carry a residual add."""
+    gets a norm written out in elementwise ops; a recognized norm that no fusion took is given back as
+    the model wrote it, so ``restore_unfused``'s counts add those), and how many of its NormActs carry a
+    residual add."""
     from graphopt.ir import Op
 
     norms = sum(ops_after.get(op, 0) for op in (Op.LAYER_NORM, Op.RMS_NORM, Op.NORM_ACT, Op.NORM_ACT_LINEAR))
+    norms += sum(rule_counts.get(f"restore[{op}]", 0) for op in (Op.LAYER_NORM, Op.RMS_NORM))
     skip = sum(1 for node in optimized_graph if node.op == Op.NORM_ACT and node.input(3) is not None)
     return {"norms": norms, "skip_norms": skip}
 

@@ -65,7 +65,9 @@ def _gelu(node, a):
 
 
 def _binary(op: str, swapped: bool = False) -> Handler:
-    """add / sub / mul / div / pow with tensors or Python numbers, when no type promotion happens."""
+    """add / sub / mul / div / pow with tensors or Python numbers. Where a narrower float tensor meets
+    a wider one (T5's ``hidden * torch.rsqrt(variance)``, bfloat16 times float32), torch converts it
+    to the result's dtype, exactly, and computes there: a Cast member says so. No other promotion."""
 
     def handle(node, a):
         if a.get("alpha", 1) != 1 or "rounding_mode" in node.kwargs:
@@ -74,19 +76,30 @@ def _binary(op: str, swapped: bool = False) -> Handler:
         if swapped:
             left, right = right, left
         out = dtype_of(node)
-        operands = []
+        if out is None:
+            return None
+        members, operands = [], []
         for value in (left, right):
             if is_node(value):
-                if dtype_of(value) != out:
+                dtype = dtype_of(value)
+                if dtype != out and not _widens(dtype, out):
                     return None
+                if dtype != out:
+                    members.append(Member(Op.CAST, [value], {"to": out}, results=[INTERNAL]))
+                    value = Internal(len(members) - 1, 0)
                 operands.append(value)
-            elif type(value) in (int, float) and out is not None and (out.is_float or type(value) is int):
+            elif type(value) in (int, float) and (out.is_float or type(value) is int):
                 operands.append(Scalar(value, out))
             else:
                 return None
-        return one(op, operands) if out is not None else None
+        return [*members, Member(op, operands)]
 
     return handle
+
+
+def _widens(dtype: DType | None, out: DType) -> bool:
+    """Whether converting float ``dtype`` to float ``out`` is exact (every value kept)."""
+    return dtype is not None and dtype.is_float and out.is_float and dtype.itemsize < out.itemsize
 
 
 def _layer_norm(node, a, *, native: bool = False):
@@ -287,10 +300,28 @@ def _to_copy(node, a):
 
 
 def _to_dtype(node, a):
+    """``x.to(dtype)``; to x's own dtype it returns x itself, a Cast that ``drop_noop_casts`` removes
+    (its readers then read x, the very tensor they read before)."""
     to = DType.from_torch(a["dtype"])
-    if to is None or to == dtype_of(a["self"]) or a["copy"] or a["non_blocking"] or a["memory_format"]:
+    if to is None or a["copy"] or a["non_blocking"] or a["memory_format"]:
         return None
     return one(Op.CAST, [a["self"]], to=to)
+
+
+def _assert_tensor_metadata(node, a):
+    """The check that ``x.to(dtype)`` leaves in a traced program: x has the dtype, device and layout
+    it had when traced. Where it asserts exactly what x's traced value says, it states nothing the IR's
+    dtype of x does not (``drop_metadata_asserts`` says why removing it is safe); any other assert
+    (of sizes or strides, or one that disagrees with the trace) stays verbatim."""
+    val = tensor_val(a["a"])
+    if val is None or a["size"] is not None or a["stride"] is not None:
+        return None
+    dtype, device, layout = a["dtype"], a.get("device"), a.get("layout")
+    if dtype is None or dtype != val.dtype or DType.from_torch(dtype) is None:
+        return None
+    if (device is not None and device != val.device) or (layout is not None and layout != val.layout):
+        return None
+    return [Member(Op.ASSERT_METADATA, [a["a"]], {"dtype": DType.from_torch(dtype)}, results=[])]
 
 
 def _dropout(node, a):
@@ -343,5 +374,6 @@ _HANDLERS: dict[Any, Handler] = {
     **dict.fromkeys((aten.var_mean.correction, aten.var_mean.dim), _var_mean),
     aten._to_copy.default: _to_copy,
     aten.to.dtype: _to_dtype,
+    aten._assert_tensor_metadata.default: _assert_tensor_metadata,
     aten.dropout.default: _dropout,
 }

@@ -116,7 +116,7 @@ def _canonical(graph: Graph, env: Env, node: fx.Node, members: list[Member], tar
     items = [r for member in members for r in member.results if r != INTERNAL]
     if items == [None]:
         env[node] = produced[0]
-    else:
+    elif items:
         folded: list[Value | None] = [None] * (max(items) + 1)
         for item, value in zip(items, produced, strict=True):
             folded[item] = value
@@ -134,7 +134,8 @@ def _member(graph: Graph, env: Env, node: fx.Node, member: Member, group: FxGrou
             inputs.append(graph.add_constant(Tensor.from_array(array, arg.dtype), f"{node.name}/scalar"))
         else:
             inputs.append(None if arg is None else env[arg])
-    if all(r == INTERNAL for r in member.results):  # its types follow from the canonical shape rules
+    # (types of a member the group itself consumes follow from the canonical shape rules)
+    if member.results and all(r == INTERNAL for r in member.results):
         return graph.add_node(member.op, inputs, member.attrs, name=f"{node.name}/{member.op}")
     outputs = [(_output_name(graph, node, r), *value_type(_val(node, r))) for r in member.results]
     return graph.add_node(member.op, inputs, member.attrs, outputs=outputs, name=node.name)

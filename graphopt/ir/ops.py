@@ -28,6 +28,8 @@ class Op:
     CAST = "cast"  # to: DType
     SHAPE = "shape"  # start: int = 0, end: int | None (ONNX Shape)
     CONSTANT = "constant"  # value: Tensor
+    # A run-time check that x has the dtype its value already has in the IR; no outputs.
+    ASSERT_METADATA = "assert_metadata"  # dtype: DType
     # Normalization
     LAYER_NORM = "layer_norm"  # axis: int, eps: float; inputs (x, scale?, bias?)
     RMS_NORM = "rms_norm"  # axis: int, eps: float; inputs (x, scale?)

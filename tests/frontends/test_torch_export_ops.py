@@ -127,7 +127,7 @@ def test_axes_are_non_negative_when_read():
 
 def test_assertions_without_readers_survive_dead_code_removal():
     graph = from_exported_program(tp.program("misc_ops", "exported"))
-    (check,) = graph.nodes_of("aten:_assert_tensor_metadata.default")
+    (check,) = graph.nodes_of(Op.ASSERT_METADATA)
     assert check.meta["side_effects"]
     graph.remove_dead()
     assert check in graph
