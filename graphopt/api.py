@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import io
-from .checking import Inputs, Reference, prepare_feeds
+from .checking import Inputs, Reference, prepare_draws
 from .errors import BadInput, VerificationError
 from .gc_pause import collection_paused
 from .ir import op_counts
@@ -87,8 +87,8 @@ def _optimize(
         # The original runs before any work: bad inputs for the check, and a model the runtime cannot
         # run (a damaged one the checker let through), are refused first.
         start = time.perf_counter()
-        feeds = prepare_feeds(graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
-        reference = Reference.of(source, feeds, tolerances)
+        draws = prepare_draws(graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
+        reference = Reference.of(source, draws, tolerances)
         seconds["reference"] = time.perf_counter() - start
     ops_before, traffic_before = op_counts(graph), estimate_traffic(graph)
 
@@ -155,8 +155,9 @@ def check_outputs(
     tolerances: Mapping[Any, Tolerance | tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
     """Runs the original and the optimized model on the same inputs and compares the outputs."""
-    feeds = prepare_feeds(source.graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
-    verdict = Reference.of(source, feeds, tolerances).check(optimized)
-    verdict["inputs"] = {name: {"dtype": str(a.dtype), "shape": list(a.shape)} for name, a in feeds.items()}
+    draws = prepare_draws(source.graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
+    reference = Reference.of(source, draws, tolerances)
+    verdict = reference.check(optimized)
+    verdict["inputs"] = reference.describe_inputs()
     verdict["seed"] = seed
     return verdict

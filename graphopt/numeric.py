@@ -3,6 +3,7 @@ per-dtype tolerances."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -111,17 +112,105 @@ def input_specs(
 
 
 def random_inputs(specs: Mapping[str, tuple[DType, tuple[int, ...]]], seed: int = 0) -> dict[str, np.ndarray]:
+    """Standard-normal floats, random booleans, and 0 or 1 for integers (valid indices for any
+    non-empty axis). Every feed is an array, 0-d ones included: ONNX Runtime takes no NumPy scalar."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for name, (dtype, shape) in specs.items():
         if dtype.is_float:
             feeds[name] = rng.standard_normal(shape).astype(dtype.numpy)
         elif dtype is DType.BOOL:
-            feeds[name] = rng.random(shape) < 0.5
+            feeds[name] = np.asarray(rng.random(shape) < 0.5)
         else:
-            # Small non-negative integers are valid indices for any non-empty axis.
-            feeds[name] = rng.integers(0, 2, size=shape).astype(dtype.numpy)
+            feeds[name] = np.asarray(rng.integers(0, 2, size=shape).astype(dtype.numpy))
     return feeds
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One set of inputs of the numeric check, named for the report, and how outputs on it are
+    judged (see ``compare``): a stress draw against each row's largest magnitude; an
+    ill-conditioned one (rows nearly constant, by design or after a saturating activation) with
+    ILL_CONDITIONED_SLACK added to the tolerances, since two careful computations of such rows
+    differ by more than the dtype's usual tolerance, and 0/0 may come out as NaN."""
+
+    name: str
+    feeds: dict[str, np.ndarray]
+    stress: bool = False
+    ill_conditioned: bool = False
+
+    def tolerances(self, base: Mapping[DType, Tolerance]) -> dict[DType, Tolerance]:
+        if not self.ill_conditioned:
+            return dict(base)
+        slack = ILL_CONDITIONED_SLACK
+        return {d: Tolerance(t.rtol + slack.get(d, 0.0), t.atol + slack.get(d, 0.0)) for d, t in base.items()}
+
+
+@dataclass(frozen=True)
+class Stress:
+    """The stress draws' float inputs of one dtype (see ``random_draws``)."""
+
+    large: float  # "large": large * N(0, 1)
+    offset: float | None = None  # "offset": offset + spread * N(0, 1); None: the standard-normal values
+    spread: float = 1.0
+
+
+# - offset: rows whose common offset is 1000 (float32) or 10^4 (float64) times their spread. A
+#   careful computation of their statistics in the dtype is off by up to about 32 epsilons times
+#   that ratio (a mean rounded to the dtype, a sum's rounding), which the draw's tolerance allows
+#   (ILL_CONDITIONED_SLACK); a computation that cancels (a variance as E[x^2] - E[x]^2, off by
+#   epsilon times the ratio squared) is far outside it. 16-bit inputs get no offset: at their
+#   precision any offset worth the name leaves rows that two careful computations disagree on
+#   entirely (a mean rounded to fp16).
+# - large: fp16 values of up to about a third of its largest (a square overflows), float32 and
+#   float64 values beyond fp16's range (a computation moved to fp16 overflows); bf16 shares
+#   float32's range, and its squares must stay finite in float32.
+STRESS: dict[DType, Stress] = {
+    DType.FLOAT64: Stress(large=1e6, offset=100.0, spread=0.01),
+    DType.FLOAT32: Stress(large=1e6, offset=100.0, spread=0.1),
+    DType.FLOAT16: Stress(large=8192.0),
+    DType.BFLOAT16: Stress(large=2.0**40),
+}
+# The added tolerance of the offset and constant-rows draws: offset rows are ill-conditioned by
+# design, and constant rows become nearly constant ones (1 - 6e-8 beside 1 after a saturated tanh)
+# whose norm divides rounding differences by sqrt(epsilon) (1e-3). 16-bit outputs are judged on
+# their NaN/inf positions only there: their rounding leaves nothing of such rows to compare.
+ILL_CONDITIONED_SLACK: dict[DType, float] = {
+    DType.FLOAT64: 32 * float(np.finfo(np.float64).eps) * 1e4,
+    DType.FLOAT32: 32 * float(np.finfo(np.float32).eps) * 1e3,
+    DType.FLOAT16: float("inf"),
+    DType.BFLOAT16: float("inf"),
+}
+
+
+def random_draws(specs: Mapping[str, tuple[DType, tuple[int, ...]]], seed: int = 0) -> list[Draw]:
+    """The numeric check's inputs: the standard-normal draw (``random_inputs``), then, where some
+    input is a float, draws that stress the dtypes: a large common offset, large magnitudes, and
+    rows constant along the last axis (small multiples of 1/4, whose sums and means are exact in
+    any order, so the statistics of every careful computation are exactly 0). Non-float inputs keep
+    the first draw's values."""
+    normal = random_inputs(specs, seed)
+    draws = [Draw("normal", normal)]
+    floats = {name: spec for name, spec in specs.items() if spec[0].is_float}
+    if not floats:
+        return draws
+    rng = np.random.default_rng(seed + 1)
+    offset, large, constant = {}, {}, {}
+    for name, (dtype, shape) in floats.items():
+        stress = STRESS[dtype]
+        if stress.offset is not None:
+            offset[name] = stress.offset + stress.spread * rng.standard_normal(shape)
+        large[name] = stress.large * rng.standard_normal(shape)
+        rows = rng.integers(-8, 9, size=shape[:-1] + (1,) if shape else ()) / 4.0
+        constant[name] = np.broadcast_to(rows, shape)
+    stressed = (("offset", offset, True), ("large", large, False), ("constant rows", constant, True))
+    for name, values, ill_conditioned in stressed:
+        if values:
+            feeds = dict(normal)
+            for key, array in values.items():
+                feeds[key] = np.asarray(array, order="C").astype(specs[key][0].numpy)
+            draws.append(Draw(name, feeds, stress=True, ill_conditioned=ill_conditioned))
+    return draws
 
 
 def compare(
@@ -129,14 +218,23 @@ def compare(
     actual: Sequence[Any],
     names: Sequence[str],
     tolerances: Mapping[DType, Tolerance] | None = None,
+    *,
+    stress: bool = False,
+    ill_conditioned: bool = False,
 ) -> dict[str, Any]:
-    """Elementwise comparison of two lists of outputs; returns a JSON-ready verdict."""
+    """Elementwise comparison of two lists of outputs; returns a JSON-ready verdict.
+
+    NaN and infinity must sit where the original has them. ``stress``: relative errors are taken
+    against the largest magnitude in each row (last axis) of the original, not each element: large
+    inputs leave small differences of large numbers, whose rounding is that of the large ones.
+    ``ill_conditioned``: the candidate may also give NaN or infinity where the original gives a
+    finite value (a 0/0 that the original's rounding turned into a finite quotient)."""
     tolerances = resolve_tolerances(tolerances)
     if len(expected) != len(actual):
         why = f"expected {len(expected)} output(s), got {len(actual)}"
         return {"ok": False, "summary": why, "outputs": []}
     results = [
-        _compare_one(name, np.asarray(w), np.asarray(g), tolerances)
+        _compare_one(name, np.asarray(w), np.asarray(g), tolerances, stress, ill_conditioned)
         for name, w, g in zip(names, expected, actual, strict=True)
     ]
     ok = all(r["ok"] for r in results)
@@ -148,7 +246,9 @@ def compare(
     return {"ok": ok, "summary": summary, "outputs": results}
 
 
-def _compare_one(name: str, want: np.ndarray, got: np.ndarray, tolerances) -> dict[str, Any]:
+def _compare_one(
+    name: str, want: np.ndarray, got: np.ndarray, tolerances, stress: bool, ill_conditioned: bool
+) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": name, "dtype": str(want.dtype), "shape": list(want.shape)}
     if want.shape != got.shape or want.dtype != got.dtype:
         return {
@@ -163,14 +263,17 @@ def _compare_one(name: str, want: np.ndarray, got: np.ndarray, tolerances) -> di
         return {**entry, "ok": ok, "why": "" if ok else "values differ (exact comparison)"}
     w, g = want.astype(np.float64), got.astype(np.float64)
     finite = np.isfinite(w) & np.isfinite(g)
-    special_ok = np.array_equal(np.isnan(w), np.isnan(g)) and np.array_equal(np.isinf(w), np.isinf(g))
-    special_ok = special_ok and np.array_equal(w[np.isinf(w)], g[np.isinf(g)])
+    special_ok = _specials_agree(w, g, ill_conditioned)
     diff = np.abs(w - g)[finite]
-    scale = np.abs(w[finite])
+    magnitude = np.abs(np.where(np.isfinite(w), w, 0.0))
+    if stress and w.ndim:
+        magnitude = np.broadcast_to(magnitude.max(axis=-1, keepdims=True), w.shape)
+    scale = magnitude[finite]
     max_abs = float(diff.max()) if diff.size else 0.0
     nonzero = scale > 0
     max_rel = float((diff[nonzero] / scale[nonzero]).max()) if nonzero.any() else 0.0
-    within = bool(np.all(diff <= tol.atol + tol.rtol * scale))
+    # (An infinite tolerance judges NaN/inf positions only; inf * 0 would be NaN.)
+    within = tol.atol == math.inf or bool(np.all(diff <= tol.atol + tol.rtol * scale))
     ok = within and special_ok
     why = (
         ""
@@ -190,3 +293,14 @@ def _compare_one(name: str, want: np.ndarray, got: np.ndarray, tolerances) -> di
         "atol": tol.atol,
         "why": why,
     }
+
+
+def _specials_agree(want: np.ndarray, got: np.ndarray, ill_conditioned: bool) -> bool:
+    """NaN where the original has NaN, the same infinity where it has one; unless ill-conditioned,
+    nowhere else."""
+    special = ~np.isfinite(want)
+    if not (np.array_equal(np.isnan(want[special]), np.isnan(got[special]))):
+        return False
+    if not np.array_equal(want[np.isinf(want)], got[np.isinf(want)]):
+        return False
+    return ill_conditioned or bool(np.isfinite(got[~special]).all())

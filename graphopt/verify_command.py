@@ -31,7 +31,7 @@ def verify_models(
     """The verdict (JSON-ready) of comparing two model files of one kind; BadInput if they are not
     usable or not comparable."""
     from . import io
-    from .checking import Reference, prepare_feeds
+    from .checking import Reference, prepare_draws
 
     first = io.load(original)
     second = io.load(optimized)
@@ -42,11 +42,11 @@ def verify_models(
             "expected two models of one kind"
         )
     _check_interfaces(first, second)
-    feeds = prepare_feeds(first.graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
+    draws = prepare_draws(first.graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
     # One model's weights at a time: the second graph is dropped before anything runs.
     candidate = second.original
     del second
-    reference = Reference.of(first, feeds, tolerances)
+    reference = Reference.of(first, draws, tolerances)
     del first
     verdict = reference.check(candidate)
     verdict["inputs"] = reference.describe_inputs()
