@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 
 from . import io
+from .draws import Draw, random_draws
 from .errors import BadInput
 from .ir import DType, Graph
 from .npz_inputs import feeds_from_arrays, load_npz
-from .numeric import Draw, Tolerance, compare, input_specs, random_draws, resolve_tolerances
+from .numeric import Tolerance, compare, input_specs, resolve_tolerances
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,9 @@ from onnx import TensorProto, helper
 import graphopt
 from graphopt import io
 from graphopt.api import check_outputs
+from graphopt.draws import random_draws
 from graphopt.ir import DType
-from graphopt.numeric import Tolerance, compare, random_draws
+from graphopt.numeric import Tolerance, compare
 from graphopt.verify_command import verify_models
 
 SPECS = {
