@@ -1,8 +1,9 @@
 """The numeric check: the original model's outputs on fixed inputs, and how a candidate compares.
 
-The original runs once (``Reference.of``); every candidate (the optimized model, and each replay while
-bisecting) runs on the same inputs and is compared with per-dtype tolerances. Runs happen one after
-the other, so at most one runtime session (and one copy of the weights) is alive at a time.
+The original runs once (``Reference.of``) on each draw of inputs (``graphopt.draws``); every candidate
+(the optimized model, and each replay while bisecting) runs on the same draws, one session for all of
+them, and is compared with per-dtype tolerances. Runs happen one after the other, so at most one
+runtime session (and one copy of the weights) is alive at a time.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def prepare_draws(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> list[Draw]:
     """The check's inputs: the given arrays (or .npz file), else random draws that fit the graph
-    (``numeric.random_draws``: a standard-normal draw and draws that stress the dtypes)."""
+    (``draws.random_draws``: a standard-normal draw and draws that stress the dtypes)."""
     if inputs is not None:
         if input_shapes:
             raise BadInput("give either --inputs or --input-shape, not both (the arrays fix the shapes)")

@@ -78,8 +78,8 @@ def run_program(program, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[
 def run_program_many(program, draws: Sequence[dict[str, np.ndarray]]) -> tuple[list[str], list[list[Any]]]:
     """(output names, the outputs of each set of feeds); bfloat16 outputs come back as ml_dtypes
     bfloat16 arrays, so that they are compared with bfloat16's tolerance."""
-    # A module per run, as one run at a time would have it.
-    results = [_run_module(program, program.module(), feeds) for feeds in draws]
+    module = program.module()  # (built once: building it costs more than running a small program)
+    results = [_run_module(program, module, feeds) for feeds in draws]
     names = [f"output_{i}" for i in range(len(results[0]))] if results else []
     return names, results
 
