@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import io
+from .dependencies import MissingDependency
 from .draws import Draw, random_draws
 from .errors import BadInput
 from .ir import DType, Graph
@@ -77,6 +78,8 @@ class Reference:
         runtime = "ONNX Runtime" if source.frontend == "onnx" else "torch"
         try:
             names, outputs = run_model(source.frontend, source.original, draws, base)
+        except MissingDependency as error:
+            raise MissingDependency(f"{error}; or skip the check with --no-verify") from None
         except Exception as error:  # each runtime raises its own kinds; all mean the model does not run
             raise BadInput(
                 f"{source.label}: {runtime} cannot run the model for the numeric check "

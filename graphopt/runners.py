@@ -22,8 +22,9 @@ def onnx_session(model: onnx.ModelProto | str | Path, source_dir: Path | None = 
     says: its fusions change numerics (a spelled-out float64 RMS norm loses precision when fused),
     which would blur a comparison of two models.
     """
-    import onnxruntime as ort
+    from .dependencies import require
 
+    ort = require("onnxruntime", "running an ONNX model (the numeric check, verify, bench)")
     options = ort.SessionOptions()
     options.log_severity_level = 4  # (errors come back as exceptions; its log lines would repeat them)
     if exact:

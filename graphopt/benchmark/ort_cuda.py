@@ -24,8 +24,9 @@ def ort_cuda_callable(
     """A call that runs the model once. ``rotate``: more input sets, bound in turn on successive calls,
     so a small model's inputs are not served from L2 (not with CUDA graphs, which fix addresses).
     ``sync_in_ort=False`` leaves the end-of-run synchronization to the caller."""
-    import onnxruntime as ort
+    from graphopt.dependencies import require
 
+    ort = require("onnxruntime", "timing ONNX Runtime's CUDA execution provider")
     options = ort.SessionOptions()
     options.log_severity_level = 3
     if with_library:

@@ -11,8 +11,10 @@ tracing): the same body is registered directly as the CPU and CUDA kernel, launc
 kernel unwrapped. That saves several microseconds per call, which matters for small launches.
 
 Importing this module registers the ops, once; it imports no Triton kernel until a CUDA tensor
-arrives, so it works on machines without a GPU.
+arrives, so it works on machines without a GPU, and without Triton.
 """
+
+import importlib.util
 
 import torch
 from torch import Tensor
@@ -25,6 +27,11 @@ NAMESPACE = "graphopt"
 # String arguments are parsed on every call: plain dict look-ups keep that off the profile.
 _NORMS = {n.attr: n for n in Norm}
 _ACTIVATIONS = {a.attr: a for a in Activation}
+
+# triton_op searches each body for Triton kernels as it registers the op, and logs a warning per op
+# where Triton is not installed (a CPU-only install, where no kernel can launch anyway): there the
+# same bodies become plain custom ops.
+_op = torch.library.triton_op if importlib.util.find_spec("triton") is not None else torch.library.custom_op
 
 # Direct eager kernels (see the module's docstring); the object must live as long as the ops.
 _EAGER = torch.library.Library(NAMESPACE, "IMPL")
@@ -78,7 +85,7 @@ def _norm_act(x, weight, bias, norm, activation, eps, axis, wrap):
     return torch_math.norm_act(x, weight, bias, n, a, eps, dim)
 
 
-@torch.library.triton_op(f"{NAMESPACE}::{NORM_ACT.torch_name}", mutates_args=())
+@_op(f"{NAMESPACE}::{NORM_ACT.torch_name}", mutates_args=())
 def norm_act(
     x: Tensor,
     weight: Tensor | None,
@@ -129,7 +136,7 @@ def _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, wrap):
     return torch_math.norm_act(s, weight, bias, n, a, eps, dim), s
 
 
-@torch.library.triton_op(f"{NAMESPACE}::add_{NORM_ACT.torch_name}", mutates_args=())
+@_op(f"{NAMESPACE}::add_{NORM_ACT.torch_name}", mutates_args=())
 def add_norm_act(
     x: Tensor,
     residual: Tensor,
@@ -191,7 +198,7 @@ def _norm_act_linear(
     return torch_math.norm_act_linear(*args)
 
 
-@torch.library.triton_op(f"{NAMESPACE}::{NORM_ACT_LINEAR.torch_name}", mutates_args=())
+@_op(f"{NAMESPACE}::{NORM_ACT_LINEAR.torch_name}", mutates_args=())
 def norm_act_linear(
     x: Tensor,
     weight: Tensor | None,

@@ -13,6 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
+from graphopt.dependencies import require
 from graphopt.fused.table import Activation, Norm
 
 
@@ -20,8 +21,13 @@ def no_wrap(kernel):
     return kernel
 
 
+def _require_triton() -> None:
+    require("triton", "running graphopt's fused ops on CUDA tensors")
+
+
 @functools.cache
 def _launch_norm_act():
+    _require_triton()
     from graphopt.kernels.norm_act import launch_norm_act
 
     return launch_norm_act
@@ -29,6 +35,7 @@ def _launch_norm_act():
 
 @functools.cache
 def _launch_norm_act_linear():
+    _require_triton()
     from graphopt.kernels.norm_act_linear import launch_norm_act_linear
 
     return launch_norm_act_linear

@@ -64,8 +64,14 @@ def library_path() -> str:
     raise OrtLibraryNotFoundError(f"{LIBRARY_NAME} was not built or not found; {_BUILD_HINT}")
 
 
+def _onnxruntime():
+    from graphopt.dependencies import require
+
+    return require("onnxruntime", "an ONNX Runtime session")
+
+
 def _default_providers() -> list[str]:
-    import onnxruntime
+    onnxruntime = _onnxruntime()
 
     # The providers the library has kernels for, best first. Passing them explicitly also
     # avoids ORT's refusal to guess when a GPU build offers several.
@@ -86,8 +92,7 @@ def create_session(
     e.g. to run the models' fallback functions for comparison. Keyword arguments set attributes of
     ``onnxruntime.SessionOptions`` (``intra_op_num_threads=1``, ``enable_profiling=True``, ...).
     """
-    import onnxruntime
-
+    onnxruntime = _onnxruntime()
     options = onnxruntime.SessionOptions()
     for name, value in session_options.items():
         if name.startswith("_") or not hasattr(options, name) or callable(getattr(options, name)):

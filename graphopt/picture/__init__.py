@@ -83,12 +83,12 @@ def _engine(name: str):
     if name in ("auto", "graphviz") and draw_dot.available():
         return draw_dot
     if name == "graphviz":
-        raise BadInput("Graphviz's dot program is not installed (Debian/Ubuntu: apt-get install graphviz)")
+        raise BadInput(draw_dot.missing())
     if draw_mpl.available():
         return draw_mpl
     raise BadInput(
         "drawing needs Graphviz's dot program (apt-get install graphviz) "
-        "or matplotlib (pip install matplotlib)"
+        "or matplotlib (pip install 'graphopt[show]')"
     )
 
 

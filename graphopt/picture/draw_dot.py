@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 
+from ..dependencies import INSTALL_HINTS
 from .scene import Box, Scene
 from .style import COLOURS, FONT, LEGEND
 
 NAME = "graphviz"
 
 
+def missing() -> str | None:
+    """Why Graphviz cannot draw here, or None."""
+    if shutil.which("dot") is None:
+        return "Graphviz's dot program is not installed (Debian/Ubuntu: apt-get install graphviz)"
+    if importlib.util.find_spec("pydot") is None:
+        return f"drawing with Graphviz needs pydot, which is not installed; {INSTALL_HINTS['pydot']}"
+    return None
+
+
 def available() -> bool:
-    return shutil.which("dot") is not None
+    return missing() is None
 
 
 def render(scene: Scene, fmt: str) -> bytes:
