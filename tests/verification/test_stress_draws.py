@@ -40,7 +40,7 @@ def test_draws_stress_each_float_dtype_and_keep_the_rest():
     assert 99 < offset.mean() < 101 and 0.05 < offset.std() < 0.2
     np.testing.assert_array_equal(draws["offset"]["x16"], draws["normal"]["x16"])  # 16-bit: no offset
     assert draws["large"]["x32"].std() > 1e5  # beyond fp16's range
-    assert 30 < draws["large"]["x16"].astype(np.float32).std() < 130
+    assert 8 < draws["large"]["x16"].astype(np.float32).std() < 32
     for name in ("x32", "x16", "xbf"):
         constant = draws["constant rows"][name].astype(np.float64)
         np.testing.assert_array_equal(constant, np.broadcast_to(constant[:, :1], constant.shape))
