@@ -3,6 +3,7 @@ import torch
 from kernel_checks import (
     assert_matches,
     assert_written,
+    device,
     f64,
     generator,
     poisoned,
@@ -170,3 +171,25 @@ def test_config_rule():
     assert not norm_act_config(4, 256, "float16", aligned=False).tier.aligned
     with pytest.raises(ValueError):
         norm_act_config(4, 0, "float32")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_residual_sum_is_rounded_to_storage_before_the_norm(dtype):
+    # x = 1000 and r = 0.05..0.45: the stored sums take two values per row, so every row normalizes
+    # to +-1; row 0 overflows the storage type, so the original's row is NaN.
+    top = torch.finfo(dtype).max
+    x = torch.full((4, 8), 1000.0, dtype=torch.float64)
+    r = torch.linspace(0.05, 0.45, 8, dtype=torch.float64) * torch.tensor([[1.0], [-1.0], [0.5], [2.0]])
+    x[0], r[0] = top, torch.linspace(-top / 4, top / 4, 8, dtype=torch.float64)
+    x, r = x.to(dtype).to(device()), r.to(dtype).to(device())
+    y, s = torch.empty_like(x), torch.empty_like(x)
+
+    launch_norm_act(x, None, None, r, y, s, norm=Norm.LAYER, activation=Activation.IDENTITY, eps=1e-5)
+
+    stored = (x.float() + r.float()).to(dtype)
+    # (Not bit for bit: the interpreter rounds huge values to bf16 unlike the GPU.)
+    assert torch.equal(torch.isinf(s), torch.isinf(stored)) and torch.isinf(s[0]).any()
+    assert_matches(s[1:], f64(stored[1:]), dtype, f"NormAct {dtype} ResidualSum")
+    assert torch.isnan(y[0]).all()
+    ref, _ = NORM_ACT.reference(f64(stored[1:]), norm="layer", activation="identity", epsilon=1e-5, axis=-1)
+    assert_matches(y[1:], ref, dtype, f"NormAct {dtype} rounded residual sum")
