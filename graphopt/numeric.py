@@ -181,7 +181,7 @@ def _compare_one(
         else (
             "NaN/inf positions differ"
             if not special_ok
-            else f"max abs error {max_abs:.3g} beyond rtol={tol.rtol}, atol={tol.atol}"
+            else f"max abs error {max_abs:.3g} beyond rtol={tol.rtol:.3g}, atol={tol.atol:.3g}"
         )
     )
     return {
