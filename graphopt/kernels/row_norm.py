@@ -7,7 +7,7 @@ so both share one code path with a center that is the mean or 0.
 Layer norm's statistics are taken of the row minus its first element (``first``, loaded by the
 caller): rows with a large common offset (1000 + noise) would otherwise lose the noise's low bits
 in the fp32 sum, and the mean's own rounding (half an ulp of 1000, 3e-5) would shift every
-normalized value by 3e-4 of a 0.1 spread. Differences of nearby floats are exact, so the shifted
+normalized value by 3e-4 where the spread is 0.1. Differences of nearby floats are exact, so the shifted
 row keeps every bit of the spread, and the mean of the shifted row is small and exact enough. The
 normalized value is ``(x - first) - shifted_mean``, never ``x - mean``, for the same reason.
 """
