@@ -10,6 +10,11 @@ TORCH ?= torch==2.13.0
 RUNTIME ?= cpu
 # Rebuild the package (and its ONNX Runtime library) when its build inputs change.
 BUILD_INPUTS := pyproject.toml $(shell find graphopt/ort graphopt/kernels -type f \( -name '*.cc' -o -name '*.h' -o -name '*.py' -o -name '*.cmake' -o -name 'CMakeLists.txt' -o -name '*.sh' \) 2>/dev/null)
+# The editable install maps each module to its file: adding or removing a module needs a reinstall.
+# $(MODULES) lists them, and is rewritten (so newer) only when the list changes.
+MODULES := $(VENV)/.modules
+$(shell mkdir -p $(VENV) && find graphopt passes -name '*.py' | sort > $(MODULES).new && \
+	(cmp -s $(MODULES).new $(MODULES) || cp $(MODULES).new $(MODULES)); rm -f $(MODULES).new)
 
 .PHONY: demo test lint bench-cpu wheel clean
 
@@ -21,7 +26,7 @@ $(BIN)/python:
 # Triton before the build: the build compiles the CUDA kernels of the ONNX Runtime library with it
 # (no build isolation, so it uses this venv), and the kernel tests run them through its interpreter.
 # -v on the build shows CMake's progress (pip prints nothing for minutes otherwise).
-$(VENV)/.installed: $(BIN)/python $(BUILD_INPUTS)
+$(VENV)/.installed: $(BIN)/python $(BUILD_INPUTS) $(MODULES)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH)"
 	$(BIN)/python -m pip install "scikit-build-core>=0.10" "triton>=3.2"
 	$(BIN)/python -m pip install -v --no-build-isolation -e '.[$(RUNTIME),show,test]'

@@ -2,7 +2,7 @@
 # GPU checks and benchmarks on a GPU machine with torch, triton, cmake and ninja, and onnxruntime-gpu on
 # PYTHONPATH. Builds the ONNX Runtime library with CUDA kernels for sm_90, then runs the stages named
 # (default: all) and packs logs and results into OUT/gpu_results.tar.gz.
-#   GRAPHOPT_ORT_INCLUDE_DIR=<onnxruntime headers> bash bench/run_gpu.sh OUT [tests] [ort] [seed] [sweep]
+#   GRAPHOPT_ORT_INCLUDE_DIR=<onnxruntime headers> bash bench/run_gpu.sh OUT [tests] [ort] [seed] [sweep] [real]
 set -uo pipefail
 out=$(realpath -m "${1:?usage: run_gpu.sh OUT [stages]}"); shift
 stages=${*:-tests ort seed sweep}
@@ -36,6 +36,8 @@ for s in $stages; do
     ort) stage ort python3 bench/bench_ort_cuda.py --out "$results" ;;
     seed) stage seed python3 -m graphopt.benchmark models/split_stack.pt2 --out "$results" ;;
     sweep) stage sweep python3 bench/bench_seed_sweep.py --out "$results" ;;
+    # Real architectures end to end; REAL_ARGS picks a share of them (e.g. "--models gpt2,bert --dtypes fp32").
+    real) stage real python3 bench/bench_real_models.py --out "$results/real" ${REAL_ARGS:-} ;;
   esac
 done
 tar -czf "$out/gpu_results.tar.gz" -C "$out" results

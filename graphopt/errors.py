@@ -10,6 +10,11 @@ class BadInput(Exception):
     """
 
 
+class OutputError(BadInput):
+    """An output graphopt cannot write: a directory, a read-only file system, a full disk, a file the
+    input reads. Reported like bad input (one line, exit code 2); nothing is left behind."""
+
+
 class VerificationError(Exception):
     """The optimized model does not compute the same function as the original.
 

@@ -10,13 +10,15 @@ from typing import Any
 
 import onnx
 
-from .errors import BadInput
+from .errors import BadInput, OutputError
 from .ir import Graph
 
 SUPPORTED = (
     "an ONNX model (.onnx), a torch.export archive (.pt2), an onnx.ModelProto "
     "or a torch.export.ExportedProgram"
 )
+# The file name ending of each format: an optimized model is written in the format it came in.
+SUFFIXES = {"onnx": ".onnx", "torch": ".pt2"}
 
 
 @dataclass
@@ -85,16 +87,84 @@ def to_model(source: Source) -> Any:
 
 
 def write(model: Any, path: str | os.PathLike, source: Source) -> Path:
-    """Writes atomically (temporary file, then rename)."""
+    """Writes atomically (temporary file, then rename); a file system error becomes OutputError."""
+    from .fsutil import writing
+
     path = Path(path)
+    with writing(path):
+        if isinstance(model, onnx.ModelProto):
+            from .backends.onnx_write import save_onnx
+
+            base = source.path.parent if source.path is not None else source.graph.meta.get("base_dir")
+            return save_onnx(model, path, source_dir=base)
+        from .backends.torch_export import save_pt2
+
+        return save_pt2(model, path)
+
+
+def data_file(output: str | os.PathLike) -> Path:
+    """Where an ONNX model written to ``output`` keeps its external weights, when it has any."""
+    output = Path(output)
+    return output.with_name(f"{output.name}.data")
+
+
+def check_output(model: Any, output: str | os.PathLike) -> Path:
+    """Refuses, before any work, an output path for the optimized ``model`` that graphopt must not or
+    cannot write: one whose extension is not the model's format, a directory, an unwritable place."""
+    from .frontends.onnx_read import check_file
+    from .fsutil import check_writable
+
+    if isinstance(model, str | os.PathLike):  # (a missing or empty input is named first)
+        check_file(model, "an ONNX model (.onnx) or a torch.export archive (.pt2)")
+    output = Path(output)
+    kind = input_format(model)
+    if kind is not None and output.suffix.lower() != SUFFIXES[kind]:
+        found = f"a {output.suffix} file name" if output.suffix else "a name without an extension"
+        raise OutputError(
+            f"the output {output} has {found}; expected a {SUFFIXES[kind]} file: graphopt writes the "
+            f"model in the format it came in ({'ONNX' if kind == 'onnx' else 'a torch.export archive'})"
+        )
+    check_writable(output, "the output")
+    if kind == "onnx":
+        check_writable(data_file(output), "the output's data file")
+    return output
+
+
+def refuse_input_files(source: Source, outputs: dict[str, str | os.PathLike | None]) -> None:
+    """Refuses any output (named by what it is: "the output", "--report-json") that is a file the input
+    is read from: the model file and, for ONNX, its external data files."""
+    model = source.path.resolve() if source.path is not None else None
+    data = external_data_files(source)
+    for what, path in outputs.items():
+        if path is None:
+            continue
+        resolved = Path(path).resolve()
+        if resolved == model:
+            raise OutputError(f"refusing to overwrite the input {path} ({what}); choose another path")
+        if resolved in data:
+            raise OutputError(
+                f"refusing to write {what} {path}: the input reads its weights from it; choose another path"
+            )
+
+
+def external_data_files(source: Source) -> set[Path]:
+    """The external data files (resolved) a loaded ONNX model reads its weights from."""
+    proto = source.graph.meta.get("onnx_model")
+    base = source.graph.meta.get("base_dir")
+    if proto is None or base is None:
+        return set()
+    from .frontends.onnx_read import external_files
+
+    return {p.resolve() for p in external_files(proto, Path(base))}
+
+
+def input_format(model: Any) -> str | None:
+    """The format a model comes in: "onnx" or "torch" (None for something graphopt cannot read)."""
+    if isinstance(model, str | os.PathLike):
+        return "torch" if _is_torch_archive(Path(model)) else "onnx"
     if isinstance(model, onnx.ModelProto):
-        from .backends.onnx_write import save_onnx
-
-        base = source.path.parent if source.path is not None else source.graph.meta.get("base_dir")
-        return save_onnx(model, path, source_dir=base)
-    from .backends.torch_export import save_pt2
-
-    return save_pt2(model, path)
+        return "onnx"
+    return "torch" if _is_exported_program(model) else None
 
 
 def default_output(path: Path) -> Path:

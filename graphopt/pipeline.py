@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,11 +24,14 @@ from graphopt.passes import (
     recognize_stack,
     remove_dead_nodes,
     remove_identity,
+    restore_unfused,
 )
 
 from .errors import BadInput
 from .ir import Graph, verify
 from .rewrite import NearMiss, Pass, RewriteStats
+
+log = logging.getLogger(__name__)
 
 # A merge can leave a reshape whose only reader is now another reshape (two equal views of one
 # value become one): collapse again after a merge, until a merge finds nothing.
@@ -72,6 +76,8 @@ PIPELINE: tuple[Pass, ...] = (
     MERGE_RECOGNIZED_DUPLICATES,
     fuse_norm_act.PASS,
     fuse_norm_act_linear.PASS,
+    # (last but dead-node removal: a recognizer is a means, not a result)
+    restore_unfused.PASS,
     remove_dead_nodes.PASS,
 )
 
@@ -105,6 +111,17 @@ def select_passes(only: Sequence[str] = (), skip: Sequence[str] = ()) -> tuple[P
     return tuple(p for p in PIPELINE if (not only or p.name in only) and p.name not in skip)
 
 
+def _log_pass(step: PassReport) -> None:
+    """What the pass did, for ``graphopt -v`` (and its near misses for ``-vv``)."""
+    done = ", ".join(f"{rule} × {count}" for rule, count in sorted(step.counts.items()) if count)
+    log.info(
+        "%s: %s; %d → %d nodes, %.1f ms",
+        step.name, done or "no change", step.nodes_before, step.nodes_after, step.seconds * 1e3,
+    )  # fmt: skip
+    for miss in step.near_misses:
+        log.debug("%s: near miss of %s at %r: %s", step.name, miss.rule, miss.node, miss.reason)
+
+
 def run_passes(
     graph: Graph,
     passes: Sequence[Pass],
@@ -112,7 +129,12 @@ def run_passes(
     check_each: bool = False,
     on_pass: Callable[[int, int, str], None] | None = None,
 ) -> list[PassReport]:
-    """Runs the passes in order; with ``check_each``, verify(graph) after every pass."""
+    """Runs the passes in order; with ``check_each``, verify(graph) after every pass. A graph that its
+    frontend carries through untouched (an ONNX model too old to upgrade) skips every pass."""
+    carried = graph.meta.get("carry_through")
+    if carried:
+        count = len(graph)
+        return [PassReport(p.name, {}, [], 0.0, count, count, skipped=True, notes=[carried]) for p in passes]
     reports = []
     for index, step in enumerate(passes):
         if on_pass is not None:
@@ -127,6 +149,7 @@ def run_passes(
         reports.append(
             PassReport(step.name, dict(stats.counts), stats.near_misses, seconds, before, len(graph))
         )
+        _log_pass(reports[-1])
     if on_pass is not None:
         on_pass(len(passes), len(passes), "")
     return reports

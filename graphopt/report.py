@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ class Report:
     # Top-level nodes of the written ONNX graph, where that differs from the IR's count: an op the
     # target opset lacks (Gelu before opset 20, RMSNormalization before 23) is written as its formula.
     nodes_written: int | None = None
+    speed: dict[str, Any] | None = None  # the speed guard's figures (optimize --measure)
 
     @property
     def nodes_before(self) -> int:
@@ -48,9 +50,11 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "versions": versions(),
             "source": self.source,
             "frontend": self.frontend,
             "output": self.output,
+            "speed": self.speed,
             "nodes": {
                 "before": self.nodes_before,
                 "after": self.nodes_after,
@@ -83,11 +87,43 @@ class Report:
         }
 
 
+def versions() -> dict[str, str | None]:
+    """graphopt's version and those of the libraries and Python it ran with (None: not installed), for
+    a report attached to a bug."""
+    import importlib.metadata
+    import platform
+
+    from . import __version__
+
+    found: dict[str, str | None] = {"graphopt": __version__, "python": platform.python_version()}
+    for name, distributions in _LIBRARIES.items():
+        module = sys.modules.get(name)
+        found[name] = getattr(module, "__version__", None) if module is not None else None
+        for distribution in distributions if found[name] is None else ():
+            try:
+                found[name] = importlib.metadata.version(distribution)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    return found
+
+
+# module: the distributions that provide it (ONNX Runtime comes as a CPU or a GPU package)
+_LIBRARIES = {
+    "torch": ("torch",),
+    "onnx": ("onnx",),
+    "onnxruntime": ("onnxruntime", "onnxruntime-gpu"),
+    "triton": ("triton",),
+}
+
+
 def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
     """Prints the report's tables on a rich Console."""
     from rich.table import Table
 
-    passes = Table(title=f"graphopt: {report.source}", title_justify="left")
+    # Titles are lines of their own: a table's title wraps at the table's width, however long the path.
+    console.print(f"graphopt: {report.source}", soft_wrap=True, highlight=False)
+    passes = Table()
     for column in ("pass", "rule", "count", "nodes", "ms"):
         passes.add_column(column, justify="right" if column in ("count", "ms") else "left")
     for step in report.passes:
@@ -104,13 +140,14 @@ def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
             )
     console.print(passes)
 
-    ops = Table(title="nodes by op", title_justify="left")
+    console.print("nodes by op")
+    ops = Table()
     for column in ("op", "before", "after"):
         ops.add_column(column, justify="left" if column == "op" else "right")
-    for name in sorted(set(report.ops_before) | set(report.ops_after)):
+    for name in sorted(set(report.ops_before) | set(report.ops_after), key=op_display_name):
         before, after = report.ops_before.get(name, 0), report.ops_after.get(name, 0)
         if before != after:
-            ops.add_row(name, str(before), str(after))
+            ops.add_row(op_display_name(name), str(before), str(after))
     ops.add_row("[bold]total[/bold]", str(report.nodes_before), str(report.nodes_after))
     console.print(ops)
     if report.nodes_written is not None:
@@ -121,7 +158,8 @@ def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
 
     misses = [m for step in report.passes for m in step.near_misses]
     if misses:
-        table = Table(title=f"near misses ({len(misses)})", title_justify="left")
+        console.print(f"near misses ({len(misses)})")
+        table = Table()
         for column in ("rule", "node", "reason"):
             table.add_column(column)
         for miss in misses[:near_miss_limit]:
@@ -143,6 +181,14 @@ def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
         console.print(f"note: {note}")
     if report.output:
         console.print(f"wrote {report.output}")
+
+
+def op_display_name(op: str) -> str:
+    """An op as people read it, in tables and pictures alike: ``layer_norm`` → LayerNorm, and a fused op
+    by its name in the graphopt domain (``graphopt.NormActLinear``, as an ONNX model holds it)."""
+    from .picture.labels import FUSED_OPS, op_title
+
+    return f"graphopt.{op_title(op)}" if op in FUSED_OPS else op_title(op)
 
 
 def _bytes(count: int) -> str:

@@ -191,13 +191,6 @@ BAD_INPUTS: tuple[BadInput, ...] = (
         _opset(99),
     ),
     BadInput(
-        "opset_too_old",
-        "opset_6.onnx",
-        "default-domain opset 6, older than tools support",
-        "opset",
-        _opset(6),
-    ),
-    BadInput(
         "pt2_not_export",
         "not_export.pt2",
         "a zip archive holding a text file, not a torch.export archive",

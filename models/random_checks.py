@@ -36,10 +36,10 @@ def build(program: Program, form: str) -> Any:
         return to_exported_program(program)
 
 
-def optimize_checked(model: Any, seed: int = 0):
-    """Optimizes with the numeric check (its inputs drawn from ``seed``) and verify(graph) after
-    every pass; both raise on a failure."""
-    optimized, report = graphopt.optimize(model, check_each_pass=True, tolerances=TOLERANCES, seed=seed)
+def optimize_checked(model: Any, **options: Any):
+    """Optimizes with the numeric check and verify(graph) after every pass; both raise on a failure.
+    ``options`` go to graphopt.optimize (``seed``: of the check's inputs)."""
+    optimized, report = graphopt.optimize(model, check_each_pass=True, tolerances=TOLERANCES, **options)
     assert report.verification["ok"], report.verification["summary"]
     return optimized, report
 
@@ -60,7 +60,7 @@ def ops(model: Any) -> Counter:
 
 
 def check_idempotent(once: Any, seed: int = 0) -> None:
-    twice, _ = optimize_checked(once, seed)
+    twice, _ = optimize_checked(once, seed=seed)
     first, second = ops(once), ops(twice)
     assert first == second, f"optimizing again changes {dict(first - second)} into {dict(second - first)}"
 
@@ -69,7 +69,7 @@ def check_program(program: Program, form: str, *, idempotence: bool = True) -> d
     """Raises AssertionError (or the optimizer's error) when a property fails; returns the rule counts."""
     # Each program's check draws its own inputs (the seed of its weights), so a long run meets
     # many inputs of every kind rather than one set per shape.
-    once, report = optimize_checked(build(program, form), program.seed)
+    once, report = optimize_checked(build(program, form), seed=program.seed)
     if idempotence:
         check_idempotent(once, program.seed)
     return report.rule_counts

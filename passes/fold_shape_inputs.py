@@ -82,6 +82,10 @@ def check_split(match):
     attrs = current_attrs(node)
     axis = normalize_axis(attrs["axis"], x.rank)
     sizes = attrs.get("sizes")
+    given = node.input(1)
+    if sizes is None and given is not None:
+        # Sizes fed or computed at run time: an equal split would compute something else.
+        return Fail(f"split sizes {given.name!r} are only known at run time")
     if sizes is None:
         dim = x.shape[axis]
         if not isinstance(dim, int):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphopt.fused.onnx_decompose import MIN_OPSET as FALLBACK_MIN_OPSET
 from graphopt.fused.table import Activation, Norm
 from graphopt.ir import DType, Node, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
@@ -31,6 +32,10 @@ def activation_of(node: Node) -> Activation:
 
 def check_norm(norm: Node) -> Fail | None:
     """Why the fused kernels cannot compute this norm, or None."""
+    opset = norm.graph.meta.get("opset", {}).get("")
+    if opset is not None and opset < FALLBACK_MIN_OPSET:
+        # (an ONNX model keeps its opset: its fused op's fallback function could not be written)
+        return Fail(f"the model imports opset {opset}; fused ops need opset {FALLBACK_MIN_OPSET} or newer")
     x = norm.input(0)
     if x.dtype not in KERNEL_DTYPES:
         return Fail(f"{x.name!r} is {x.dtype}; the fused kernels take float32, float16 and bfloat16")
@@ -69,9 +74,22 @@ def _unless_constant(value, fill: float):
     return value
 
 
-def _fused(b, norm: Node, x, residual, activation: Activation):
-    scale = _unless_constant(norm.input(1), 1.0)
-    bias = _unless_constant(norm.input(2), 0.0) if norm.op == Op.LAYER_NORM else None
+def _weights(b, norm: Node, narrowed: list | None):
+    """The fused op's scale and bias: the norm's own, or its float32 weights in the narrow type."""
+    if narrowed is None:
+        return [norm.input(1), norm.input(2) if norm.op == Op.LAYER_NORM else None]
+    out = []
+    for array, fill, name in zip(narrowed, (1.0, 0.0), ("scale", "bias"), strict=False):
+        keep = array is not None and not np.all(array == fill)
+        out.append(b.constant(array, f"{norm.name}_{name}") if keep else None)
+    return out + [None] * (2 - len(out))
+
+
+def _fused(b, norm: Node, x, residual, activation: Activation, narrowed: list | None = None):
+    scale, bias = _weights(b, norm, narrowed)
+    if narrowed is None:
+        scale = _unless_constant(scale, 1.0)
+        bias = _unless_constant(bias, 0.0)
     node = b.node(
         Op.NORM_ACT,
         x,
@@ -90,62 +108,139 @@ ACTS = (*_ACTIVATIONS, Op.GELU)
 NORMS = tuple(_NORMS)
 
 
+def _norm(inner, between_casts: bool):
+    """The norm of ``inner``; ``between_casts``: computed in float32 between Casts, as mixed-precision
+    exports write a norm of a float16 or bfloat16 tensor."""
+    if not between_casts:
+        return op.any_of(*NORMS)(inner, ...).named("norm")
+    return op.cast(op.any_of(*NORMS)(op.cast(inner).named("up"), ...).named("norm")).named("down")
+
+
+def _narrowed(match, storage: DType | None) -> list | Fail | None:
+    """For a norm between casts: its weights in the storage type (the fused op reads them so and
+    accumulates in float32 as the norm did), a Fail, or None when the casts are not that form.
+    Without a fused op to land in, the norm stays in float32: the narrow type overflows (x² for
+    |x| > 256 in float16)."""
+    if "up" not in match.nodes:
+        return []
+    up, norm, down = match.node("up"), match.node("norm"), match.node("down")
+    if storage not in KERNEL_DTYPES - {DType.FLOAT32} or up.attrs["to"] != DType.FLOAT32:
+        return None
+    if down.attrs["to"] != storage:
+        return None
+    for value in (up.output, norm.output, down.output):
+        if value.producer is match.root:
+            continue
+        if match.root.graph.is_output(value) or any(u.node not in match.matched for u in value.uses):
+            return Fail(f"{value.name!r} is also read outside the fused region")
+    weights = []
+    for name, weight in zip(("scale", "bias"), norm.inputs[1:], strict=False):
+        tensor = constant_of(weight) if weight is not None else None
+        if weight is not None and tensor is None:
+            return Fail(f"{name} {weight.name!r} is computed at run time")
+        with np.errstate(over="ignore"):  # (a weight past the type's range is refused just below)
+            array = None if tensor is None else tensor.numpy().astype(storage.numpy)
+        if array is not None and not np.all(np.isfinite(array)):
+            return Fail(f"{name} {weight.name!r} does not fit in {storage}")
+        weights.append(array)
+    return weights
+
+
+def _info(match, narrowed):
+    return match.with_info(narrowed=narrowed or None)
+
+
 def act_pattern(x):
-    return op.any_of(*ACTS)(op.any_of(*NORMS)(x, ...).named("norm"))
+    return op.any_of(*ACTS)(_norm(x, False))
+
+
+def cast_act_pattern(x):
+    return op.any_of(*ACTS)(_norm(x, True))
 
 
 def check_act(match):
-    return check_norm(match.node("norm")) or match
+    narrowed = _narrowed(match, match["x"].dtype)
+    if narrowed is None or isinstance(narrowed, Fail):
+        return narrowed
+    return check_norm(match.node("norm")) or _info(match, narrowed)
 
 
 def replace_act(b, match):
-    return _fused(b, match.node("norm"), match["x"], None, activation_of(match.root))[0]
+    narrowed = match.info["narrowed"]
+    return _fused(b, match.node("norm"), match["x"], None, activation_of(match.root), narrowed)[0]
 
 
 def add_act_pattern(x, r):
-    return op.any_of(*ACTS)(op.any_of(*NORMS)(op.add(x, r).named("add"), ...).named("norm"))
+    return op.any_of(*ACTS)(_norm(op.add(x, r).named("add"), False))
+
+
+def cast_add_act_pattern(x, r):
+    return op.any_of(*ACTS)(_norm(op.add(x, r).named("add"), True))
 
 
 def add_norm_pattern(x, r):
-    return op.any_of(*NORMS)(op.add(x, r).named("add"), ...)
+    return _norm(op.add(x, r).named("add"), False)
 
 
-def _check_add(match, norm: Node):
+def cast_add_norm_pattern(x, r):
+    return _norm(op.add(x, r).named("add"), True)
+
+
+def _check_add(match, last: Node):
+    """``last``: the node whose output the fused op's first output replaces (the norm, or the cast
+    after it), when no activation follows."""
+    norm = match.node("norm")
+    narrowed = _narrowed(match, match.node("add").output.dtype)
+    if narrowed is None or isinstance(narrowed, Fail):
+        return narrowed
     failure = check_norm(norm) or _residual(match.node("add"))
     if failure:
         return failure
-    if match.root is not norm and any(use.node is not match.root for use in norm.output.uses):
-        return Fail(f"{norm.output.name!r} is also read outside the fused region")
-    return match
+    if match.root is not last and any(use.node is not match.root for use in last.output.uses):
+        return Fail(f"{last.output.name!r} is also read outside the fused region")
+    return _info(match, narrowed)
+
+
+def _last(match) -> Node:
+    return match.nodes.get("down") or match.node("norm")
 
 
 def check_add_act(match):
-    return _check_add(match, match.node("norm"))
+    return _check_add(match, _last(match))
 
 
 def check_add_norm(match):
     return _check_add(match, match.root)
 
 
-def _replace_add(b, match, norm: Node, activation: Activation):
-    y, total = _fused(b, norm, match["x"], match["r"], activation)
+def _replace_add(b, match, activation: Activation):
+    norm, narrowed = match.node("norm"), match.info["narrowed"]
+    y, total = _fused(b, norm, match["x"], match["r"], activation, narrowed)
     return {match.root.output: y, match.node("add").output: total}
 
 
 def replace_add_act(b, match):
-    return _replace_add(b, match, match.node("norm"), activation_of(match.root))
+    return _replace_add(b, match, activation_of(match.root))
 
 
 def replace_add_norm(b, match):
-    return _replace_add(b, match, match.root, Activation.IDENTITY)
+    return _replace_add(b, match, Activation.IDENTITY)
+
+
+def _rules(suffix: str, act, add_act, add_norm) -> list[Rule]:
+    return [
+        Rule(f"fuse_add_norm_act{suffix}", add_act, replace_add_act, check_add_act, allow_external_uses=True),
+        Rule(f"fuse_norm_act{suffix}", act, replace_act, check_act),
+        Rule(f"fuse_add_norm{suffix}", add_norm, replace_add_norm, check_add_norm, allow_external_uses=True),
+    ]
 
 
 PASS = rewrite_pass(
     "fuse_norm_act",
-    "Fuse layer/RMS norm + activation (and a residual add before the norm) into graphopt.NormAct.",
+    "Fuse layer/RMS norm + activation (and a residual add before the norm) into graphopt.NormAct; a "
+    "norm computed in float32 between Casts fuses in the storage type, accumulating in float32.",
     [
-        Rule("fuse_add_norm_act", add_act_pattern, replace_add_act, check_add_act, allow_external_uses=True),
-        Rule("fuse_norm_act", act_pattern, replace_act, check_act),
-        Rule("fuse_add_norm", add_norm_pattern, replace_add_norm, check_add_norm, allow_external_uses=True),
+        *_rules("", act_pattern, add_act_pattern, add_norm_pattern),
+        *_rules("_between_casts", cast_act_pattern, cast_add_act_pattern, cast_add_norm_pattern),
     ],
 )

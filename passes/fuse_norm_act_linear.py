@@ -64,13 +64,15 @@ def _check(match, linear: Node):
         return Fail(
             f"{weight_kd.shape[0]} output features; above {limit} ({x.dtype}) the matmul library is faster"
         )
-    bias = _bias(match, linear, weight_kd.shape[0])
+    bias = _bias(match, linear, weight_kd.shape[0], x.rank)
     if isinstance(bias, Fail):
         return bias
     return match.with_info(weight=np.ascontiguousarray(weight_kd), bias=bias)
 
 
-def _bias(match, linear: Node, out_features: int):
+def _bias(match, linear: Node, out_features: int, rank: int):
+    """The bias as one value per output feature, if it broadcasts so without adding dims to the
+    output (which has ``rank`` dims, as the norm's input)."""
     if linear.op == Op.LINEAR:
         value = linear.input(2)
     elif linear.op == Op.ADD:
@@ -85,6 +87,8 @@ def _bias(match, linear: Node, out_features: int):
     array = tensor.numpy()
     if array.size != out_features or (array.ndim and array.shape[-1] != out_features):
         return Fail(f"bias {value.name!r} of shape {list(array.shape)} is not one value per output feature")
+    if array.ndim > rank:
+        return Fail(f"bias {value.name!r} of shape {list(array.shape)} adds dims to the {rank}-dim output")
     return array.reshape(out_features)
 
 

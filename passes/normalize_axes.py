@@ -35,6 +35,8 @@ def check(match):
         return None
     if node.op in _RAW_WHEN_MORE_INPUTS and len(node.inputs) > 1:
         return None  # still in a frontend's raw form; fold_shape_inputs handles it first
+    if node.op == Op.SPLIT and "sizes" not in node.attrs:
+        return None  # sizes unknown until run time (a symbolic dim): the node stays as it was read
     current = node.attrs[attr]
     if attr == "axis":
         fixed = normalize_axis(current, x.rank + extra)

@@ -12,6 +12,7 @@ import math
 
 from graphopt.ir import DType, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
+from graphopt.rewrite.scalars import scalar_operand
 
 SQRT2 = math.sqrt(2.0)
 TANH_SCALE = math.sqrt(2.0 / math.pi)
@@ -21,10 +22,11 @@ TANH_SCALE = math.sqrt(2.0 / math.pi)
 _PRECISION = {DType.FLOAT16: 2e-3, DType.BFLOAT16: 1e-2}
 
 
-def _close(value, target: float) -> bool:
-    tensor = constant_of(value) if value is not None else None
-    scalar = tensor.scalar() if tensor is not None else None
-    return scalar is not None and math.isclose(scalar, target, rel_tol=_PRECISION.get(tensor.dtype, 1e-4))
+def _close(value, target: float, reader) -> bool:
+    """Whether ``value`` is a constant near ``target`` that acts as a scalar where ``reader`` reads it."""
+    scalar = scalar_operand(value, reader)
+    dtype = constant_of(value).dtype if scalar is not None else None
+    return scalar is not None and math.isclose(scalar, target, rel_tol=_PRECISION.get(dtype, 1e-4))
 
 
 def _erf_part(x, c, cube=None):
@@ -34,7 +36,7 @@ def _erf_part(x, c, cube=None):
 
 def _tanh_part(x, k, cube):
     inner = op.add(x, op.mul(cube(x), 0.044715))
-    return op.add(op.tanh(op.mul(inner, k)), 1.0)
+    return op.add(op.tanh(op.mul(inner, k).named("scaled")), 1.0)
 
 
 # Where the 0.5 sits: (x * 0.5) * p, (x * p) * 0.5, x * (p * 0.5).
@@ -61,14 +63,14 @@ def _gelu_pattern(half, part, cube=None):
 def check_erf(match):
     scaled = match.node("scaled")
     want = SQRT2 if scaled.op == Op.DIV else 1.0 / SQRT2
-    if not _close(match["c"], want):
-        return Fail(f"{match['c'].name!r} is not {want:.6g}, so this is not GELU")
+    if not _close(match["c"], want, scaled):
+        return Fail(f"{match['c'].name!r} is not the scalar {want:.6g}, so this is not GELU")
     return match
 
 
 def check_tanh(match):
-    if not _close(match["c"], TANH_SCALE):
-        return Fail(f"{match['c'].name!r} is not √(2/π), so this is not tanh-approximated GELU")
+    if not _close(match["c"], TANH_SCALE, match.node("scaled")):
+        return Fail(f"{match['c'].name!r} is not the scalar √(2/π), so this is not tanh-approximated GELU")
     return match
 
 
@@ -110,4 +112,5 @@ PASS = rewrite_pass(
     "recognize_activations",
     "Turn elementwise spellings of GELU (erf and tanh forms) and SiLU into single ops.",
     [*_erf_rules(), *_tanh_rules(), Rule("silu_from_sigmoid", silu_pattern, replace_silu, _float)],
+    recognizer=True,
 )

@@ -91,4 +91,5 @@ PASS = rewrite_pass(
         Rule("linear_bias", bias_pattern, replace_bias, check_bias),
         Rule("linear_through_flatten", flattened_pattern, replace_flattened, check_flattened),
     ],
+    recognizer=True,
 )

@@ -2,8 +2,9 @@
 
 Older exporters and converters write ``ReduceMean → Sub → Pow → ReduceMean → Add → Sqrt → Div`` (or
 with ``Mul(d, d)``, ``Reciprocal(Sqrt)``, ``Rsqrt``); decomposed torch programs use ``var_mean`` and
-``rsqrt``. The scale and bias that follow (``* w + b``) and the Casts that mixed-precision exports
-wrap around a norm are folded in afterwards, so every spelling ends as one ``layer_norm``/``rms_norm``.
+``rsqrt``. The scale and bias that follow (``* w + b``) are folded in afterwards, so every spelling
+ends as one ``layer_norm``/``rms_norm``. The Casts that mixed-precision exports wrap around a norm stay:
+the norm is computed in float32 unless it lands in a fused op (``fuse_norm_act``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import itertools
 
 import numpy as np
 
-from graphopt.ir import DType, Op, constant_of
+from graphopt.ir import Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
-
-from .fuse_norm_act import KERNEL_DTYPES
+from graphopt.rewrite.scalars import scalar_operand
 
 
 def _inverse_sqrt(numerator, denominator, form: str):
@@ -36,7 +36,7 @@ def _layer_norm_pattern(square: str, inverse: str):
     def pattern(x, eps):
         centered = op.sub(x, op.reduce_mean(x).named("mean"))
         variance = op.reduce_mean(_square(centered, square)).named("var")
-        return _inverse_sqrt(centered, op.add(variance, eps), inverse)
+        return _inverse_sqrt(centered, op.add(variance, eps).named("shifted"), inverse)
 
     return pattern
 
@@ -44,7 +44,7 @@ def _layer_norm_pattern(square: str, inverse: str):
 def _rms_norm_pattern(square: str, inverse: str):
     def pattern(x, eps):
         mean_square = op.reduce_mean(_square(x, square)).named("var")
-        return _inverse_sqrt(x, op.add(mean_square, eps), inverse)
+        return _inverse_sqrt(x, op.add(mean_square, eps).named("shifted"), inverse)
 
     return pattern
 
@@ -52,7 +52,7 @@ def _rms_norm_pattern(square: str, inverse: str):
 def var_mean_pattern(x, eps):
     variance = op.var_mean(x).output(0).named("var")
     centered = op.sub(x, op.var_mean(x).output(1).named("mean"))
-    return op.mul(centered, op.rsqrt(op.add(variance, eps)))
+    return op.mul(centered, op.rsqrt(op.add(variance, eps).named("shifted")))
 
 
 def _trailing_axis(match, reduce_names) -> int | Fail:
@@ -108,15 +108,18 @@ def _check(match, reduce_names):
             return None
         if match.node("var").attrs.get("correction", 1) != 0:
             return Fail("var_mean uses a corrected (unbiased) variance")
-    eps = constant_of(match["eps"])
-    if eps is None or eps.scalar() is None:
-        return Fail(f"epsilon {match['eps'].name!r} is not a constant scalar")
-    if not 0 <= eps.scalar() < float("inf"):  # (also refuses NaN: a norm op's epsilon must be a number)
-        return Fail(f"epsilon {match['eps'].name!r} is {eps.scalar()}, not a finite non-negative number")
+    eps = scalar_operand(match["eps"], match.node("shifted"))
+    if eps is None:
+        tensor = constant_of(match["eps"])
+        if tensor is None:
+            return Fail(f"epsilon {match['eps'].name!r} is computed at run time")
+        return Fail(f"epsilon {match['eps'].name!r} of shape {list(tensor.shape)} is no scalar there")
+    if not 0 <= eps < float("inf"):  # (also refuses NaN: a norm op's epsilon must be a number)
+        return Fail(f"epsilon {match['eps'].name!r} is {eps}, not a finite non-negative number")
     axis = _trailing_axis(match, reduce_names)
     if isinstance(axis, Fail):
         return axis
-    return match.with_info(axis=axis, eps=float(eps.scalar()))
+    return match.with_info(axis=axis, eps=float(eps))
 
 
 def check_layer_norm(match):
@@ -161,6 +164,8 @@ def _normalized_constant(match, name: str):
     if normalized is None or not all(isinstance(d, int) for d in normalized):
         return Fail(f"normalized dims of {x.name!r} are not static")
     shape = tuple(tensor.shape)
+    if len(shape) > x.rank:  # (its leading 1s would add dims to the norm's output)
+        return Fail(f"{weight.name!r} ({list(shape)}) has more dims than {x.name!r} ({x.rank})")
     while len(shape) > len(normalized) and shape[0] == 1:
         shape = shape[1:]
     if shape != normalized or weight.dtype != x.dtype:
@@ -194,36 +199,11 @@ def replace_bias(b, match):
     return b.layer_norm(match["x"], scale, bias, **norm.attrs)
 
 
-def cast_pattern(x):
-    return op.cast(op.any_of(Op.LAYER_NORM, Op.RMS_NORM)(op.cast(x).named("up"), ...).named("norm"))
-
-
-def check_casts(match):
-    x, norm, up = match["x"], match.node("norm"), match.node("up")
-    if x.dtype not in KERNEL_DTYPES - {DType.FLOAT32} or match.root.attrs["to"] != x.dtype:
-        return None
-    if up.attrs["to"] != DType.FLOAT32:
-        return None
-    weights = []
-    for weight in norm.inputs[1:]:
-        tensor = constant_of(weight) if weight is not None else None
-        if weight is not None and tensor is None:
-            return Fail(f"{weight.name!r} is computed at run time")
-        weights.append(None if weight is None else tensor.numpy().astype(x.dtype.numpy))
-    return match.with_info(weights=weights)
-
-
-def replace_casts(b, match):
-    norm = match.node("norm")
-    weights = [None if w is None else b.constant(w, f"{norm.name}_w") for w in match.info["weights"]]
-    return b.node(norm.op, match["x"], *weights, **norm.attrs).output
-
-
 _FORMS = list(itertools.product(("pow", "mul"), ("div", "rsqrt", "reciprocal", "one_over")))
 
 PASS = rewrite_pass(
     "recognize_norms",
-    "Turn elementwise spellings of layer norm and RMS norm (with their scale, bias and casts) into norm ops.",
+    "Turn elementwise spellings of layer norm and RMS norm (with their scale and bias) into norm ops.",
     [
         *(
             Rule(
@@ -255,6 +235,6 @@ PASS = rewrite_pass(
         Rule("fold_norm_scale", scale_pattern, replace_scale, check_scale),
         Rule("fold_norm_bias", bias_pattern, replace_bias, check_bias),
         Rule("fold_norm_bias_unscaled", unscaled_bias_pattern, replace_bias, check_bias),
-        Rule("fold_norm_casts", cast_pattern, replace_casts, check_casts),
     ],
+    recognizer=True,
 )

@@ -59,4 +59,5 @@ PASS = rewrite_pass(
         Rule("stack_from_unsqueeze_concat", concat_pattern, replace, check_unsqueezed),
         Rule("stack_from_concat_view", reshape_pattern, replace, check_viewed),
     ],
+    recognizer=True,
 )

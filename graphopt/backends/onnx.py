@@ -19,7 +19,7 @@ def to_onnx(graph: Graph) -> onnx.ModelProto:
     opset = graph.meta.get("opset", {}).get("", DEFAULT_OPSET)
     model = _model_shell(source, graph, opset)
     out = model.graph
-    emitter = Emitter(graph, opset)
+    emitter = Emitter(graph, opset, _gone_names(source, graph))
     original = source.graph if source is not None else None
 
     _write_inputs(graph, original, out)
@@ -42,6 +42,18 @@ def to_onnx(graph: Graph) -> onnx.ModelProto:
 
         attach_functions(model)
     return model
+
+
+def _gone_names(source: onnx.ModelProto | None, graph: Graph) -> set[str]:
+    """Names of the source's top-level values (inputs, initializers, node outputs) that no value of the
+    graph has any more: free to write again. (ONNX names are unique across scopes, so none of them is a
+    subgraph's.)"""
+    if source is None:
+        return set()
+    top = source.graph
+    names = {v.name for v in top.input} | {t.name for t in top.initializer}
+    names.update(out for node in top.node for out in node.output)
+    return names - {v.name for v in graph.values()} - {""}
 
 
 def _model_shell(source: onnx.ModelProto | None, graph: Graph, opset: int) -> onnx.ModelProto:
@@ -99,15 +111,28 @@ def _write_outputs(graph: Graph, original: onnx.GraphProto | None, out: onnx.Gra
 
 
 def _write_value_info(graph: Graph, original: onnx.GraphProto | None, out: onnx.GraphProto) -> None:
+    # New values get their types written, so runtimes need no shape inference to place them.
+    new = {
+        v.name: v
+        for node in graph
+        if node.source is None
+        for v in node.outputs
+        if v.dtype is not None and not graph.is_output(v)
+    }
     if original is not None and original.value_info:  # (most exported models declare none)
+        # The source's entries, in its order, for values that still exist; a value written anew takes
+        # its entry's place. Each value is declared once, so an optimized model optimized again
+        # declares what it declared, in the same order.
         live = {v.name for v in graph.values()}
-        out.value_info.extend(info for info in original.value_info if info.name in live)
-    # New values get their types written too, so runtimes need no shape inference to place them.
-    for node in graph:
-        if node.source is None:
-            out.value_info.extend(
-                _value_info(v) for v in node.outputs if v.dtype is not None and not graph.is_output(v)
-            )
+        written: set[str] = set()
+        for info in original.value_info:
+            name = info.name
+            if name in written or name not in live:
+                continue
+            written.add(name)
+            value = new.pop(name, None)
+            out.value_info.append(info if value is None else _value_info(value))
+    out.value_info.extend(_value_info(v) for v in new.values())
 
 
 def _value_info(value: Value) -> onnx.ValueInfoProto:

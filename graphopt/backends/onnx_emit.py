@@ -21,21 +21,30 @@ FUSED_DOMAIN = "graphopt"
 class Emitter:
     """Collects the NodeProtos and initializers written for new nodes."""
 
-    def __init__(self, graph: Graph, opset: int):
+    def __init__(self, graph: Graph, opset: int, reusable: set[str] | None = None):
         self.graph = graph
         self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
+        # Names the source model gave values that are gone now: a node written again under the same
+        # name takes its values' old names back, so optimizing an optimized model writes the same bytes.
+        self.reusable = reusable or set()
 
     def node(self, op_type: str, inputs, outputs, *, name: str, domain: str = "", **attrs) -> None:
         names = ["" if v is None else v if isinstance(v, str) else v.name for v in inputs]
         self.nodes.append(helper.make_node(op_type, names, outputs, name=name, domain=domain, **attrs))
 
     def temp(self, hint: str) -> str:
-        return self.graph.fresh_name(hint)
+        if hint in self.reusable:
+            self.reusable.discard(hint)
+            self.graph.reserve_name(hint)  # (fresh_name never hands it out again)
+            return hint
+        name = self.graph.fresh_name(hint)
+        self.reusable.discard(name)
+        return name
 
     def const(self, array: np.ndarray, hint: str) -> str:
-        name = self.graph.fresh_name(hint)
+        name = self.temp(hint)
         self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
         return name
 
@@ -81,8 +90,15 @@ def _transpose(e: Emitter, node: Node) -> None:
 
 
 def _split(e: Emitter, node: Node) -> None:
-    sizes = np.asarray(node.attrs["sizes"], dtype=np.int64)
     axis = node.attrs["axis"]
+    if "sizes" not in node.attrs:
+        # Sizes not known statically: the run-time sizes input, or else ONNX's equal split.
+        given = node.input(1)
+        parts = {"num_outputs": len(node.outputs)} if e.opset >= 18 and given is None else {}
+        inputs = [node.input(0)] if given is None else [node.input(0), given]
+        e.node("Split", inputs, _outs(node), name=node.name, axis=axis, **parts)
+        return
+    sizes = np.asarray(node.attrs["sizes"], dtype=np.int64)
     if e.opset >= 13:
         e.node(
             "Split",

@@ -9,6 +9,7 @@ into place at the end, so a failure never leaves a half-written model or touches
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from pathlib import Path
 
@@ -31,7 +32,7 @@ def needs_external_data(model: onnx.ModelProto) -> bool:
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             return True
         total += len(tensor.raw_data)
-    return total > EMBED_LIMIT
+    return total > EMBED_LIMIT or any(True for _ in _external_constants(model.graph))
 
 
 def save_onnx(
@@ -72,7 +73,7 @@ def _externalize(
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     with open(data_path, "wb") as data:
-        for tensor in _initializers(copy.graph):
+        for tensor in itertools.chain(_initializers(copy.graph), _external_constants(copy.graph)):
             if tensor.data_location == onnx.TensorProto.EXTERNAL:
                 offset = _pad(data)
                 length = _copy_external(tensor, data, source_dir)
@@ -145,3 +146,29 @@ def _initializers(graph: onnx.GraphProto):
             elif kind == onnx.AttributeProto.GRAPHS:
                 for sub in attribute.graphs:
                     yield from _initializers(sub)
+
+
+def _external_constants(graph: onnx.GraphProto):
+    """Tensors of Constant nodes kept in an external file: copied into the output's data file like
+    external initializers (other attribute tensors stay inside the protobuf)."""
+    for node in graph.node:
+        op_type = node.op_type  # (read once: a protobuf field read costs, and most nodes are neither)
+        if op_type == "Constant":
+            for attribute in node.attribute:
+                kind = attribute.type
+                if (
+                    kind == onnx.AttributeProto.TENSOR
+                    and attribute.t.data_location == onnx.TensorProto.EXTERNAL
+                ):
+                    yield attribute.t
+        elif op_type in _WITH_SUBGRAPHS:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    yield from _external_constants(attribute.g)
+                elif attribute.type == onnx.AttributeProto.GRAPHS:
+                    for sub in attribute.graphs:
+                        yield from _external_constants(sub)
+
+
+_WITH_SUBGRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+_EXTERNAL = onnx.TensorProto.EXTERNAL

@@ -11,10 +11,11 @@ import onnx
 from onnx import numpy_helper
 
 from ..errors import BadInput
-from ..ir import DType, Graph, GraphError, Shape, Tensor, Value, opaque_name
+from ..ir import DType, Graph, GraphError, Op, Shape, Tensor, Value, opaque_name
 from .onnx_evaluate import evaluate_onnx_node
 from .onnx_ops import translate
 from .onnx_read import check_external_data, check_model_proto
+from .onnx_upgrade import is_too_old, upgrade_old_opset
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ def from_onnx(
         check_model_proto(model, where)
         if base is not None:
             check_external_data(model, base, where)
+    model, upgrade_note = upgrade_old_opset(model, where)
     types, inference_problem = _infer_types(model)
     onnx_graph = model.graph
     graph = Graph(onnx_graph.name or "main")
@@ -53,6 +55,10 @@ def from_onnx(
         base_dir=base,
         evaluate=evaluate_onnx_node,
     )
+    if upgrade_note is not None:
+        graph.meta.setdefault("notes", []).append(upgrade_note)
+        if is_too_old(model):
+            graph.meta["carry_through"] = upgrade_note
     # Each field of a NodeProto read through the protobuf API costs a wrapper: each is read once, here.
     protos = list(onnx_graph.node)
     nested = [_has_subgraphs(node) for node in protos]
@@ -76,7 +82,8 @@ def from_onnx(
     for sparse in onnx_graph.sparse_initializer:
         dense = _sparse_tensor(sparse)
         scope[sparse.values.name] = graph.add_constant(dense, sparse.values.name)
-    opset = graph.meta["opset"].get("", 0)
+    # (None: every node carried verbatim, in a model too old to upgrade)
+    opset = None if "carry_through" in graph.meta else graph.meta["opset"].get("", 0)
     captured = [_captured_names(node) if inner else [] for node, inner in zip(protos, nested, strict=True)]
     inputs = [list(node.input) for node in protos]
     outputs = [list(node.output) for node in protos]
@@ -85,14 +92,15 @@ def from_onnx(
     for index in _topological(protos, inputs, outputs, captured, set(scope), where):
         proto = protos[index]
         names = (inputs[index], outputs[index], captured[index])
-        _add_node(graph, proto, names, scope, const, types, opset, declared)
+        _add_node(graph, proto, names, scope, const, types, opset, declared, base)
     missing = [o.name for o in onnx_graph.output if o.name not in scope]
     if missing:
         raise BadInput(
             f"{where}: graph output {missing[0]!r} is not produced by any node; expected a complete graph"
         )
     graph.set_outputs([scope[o.name] for o in onnx_graph.output])
-    _validate(model, where, path)  # after our own structural checks, which name what is wrong more precisely
+    # (after our own structural checks, which name what is wrong more precisely)
+    _validate(model, where, path, graph.meta.pop("external_constants", False))
     if inference_problem:  # a note in the report (not a warning on stderr: the model may still be refused)
         note = f"ONNX shape inference failed ({inference_problem}); used the types the model declares"
         log.info("%s", note)
@@ -107,15 +115,21 @@ def _add_node(
     scope,
     const,
     types,
-    opset: int,
+    opset: int | None,
     declared: set[str],
+    base: Path | None,
 ) -> None:
     """Adds the node for ``proto``; ``names``: its input, output and captured value names."""
-    try:
-        translated = translate(proto, opset, const)
-    except Exception as error:  # a damaged node (a required attribute missing or mistyped): carried
-        log.info("reading %s %r verbatim: %s", proto.op_type, proto.name, error)  # (the checker names it)
-        translated = None
+    external = _external_value(proto) if opset is not None else None
+    if external is not None:  # (read from its file when a pass needs it, as an initializer would be)
+        translated = Op.CONSTANT, {"value": _lazy_tensor(external, base)}
+        graph.meta["external_constants"] = True
+    else:
+        try:  # (a model too old to upgrade is carried as it is: its ops read differently)
+            translated = None if opset is None else translate(proto, opset, const)
+        except Exception as error:  # a damaged node (a required attribute missing or mistyped): carried
+            log.info("reading %s %r verbatim: %s", proto.op_type, proto.name, error)  # (the checker names it)
+            translated = None
     if translated is None:
         name = f"{proto.domain}.{proto.op_type}" if proto.domain not in ("", "ai.onnx") else proto.op_type
         op, attrs = opaque_name("onnx", name), {}
@@ -189,8 +203,10 @@ def _static(shape) -> bool:
     return shape is not None and all(isinstance(d, int) for d in shape)
 
 
-def _validate(model: onnx.ModelProto, where: str, path: Path | None) -> None:
-    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+def _validate(model: onnx.ModelProto, where: str, path: Path | None, external_constants: bool) -> None:
+    # (the checker finds external data, of initializers and Constant nodes alike, only from the path)
+    initializers = model.graph.initializer
+    external = external_constants or any(t.data_location == onnx.TensorProto.EXTERNAL for t in initializers)
     try:
         onnx.checker.check_model(str(path) if external and path is not None else model)
     except (onnx.checker.ValidationError, ValueError, RuntimeError) as error:
@@ -385,6 +401,17 @@ def _is_small(tensor: onnx.TensorProto) -> bool:
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         return False
     return int(np.prod(tensor.dims, dtype=np.int64)) <= 64
+
+
+def _external_value(proto: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The tensor of a Constant node that keeps it in an external file (checked by onnx_read like the
+    initializers' files), or None."""
+    if proto.op_type != "Constant" or proto.domain not in ("", "ai.onnx"):
+        return None
+    for attribute in proto.attribute:
+        if attribute.name == "value" and attribute.type == onnx.AttributeProto.TENSOR:
+            return attribute.t if attribute.t.data_location == onnx.TensorProto.EXTERNAL else None
+    return None
 
 
 def _lazy_tensor(proto: onnx.TensorProto, base: Path | None) -> Tensor:

@@ -12,7 +12,8 @@ from google.protobuf.message import DecodeError
 
 from ..errors import BadInput
 
-# Oldest default-domain opset graphopt reads: the oldest ONNX Runtime still runs.
+# Oldest default-domain opset graphopt reads: the oldest ONNX Runtime guarantees to run. Older models
+# are upgraded, or else carried through untouched (onnx_upgrade.py).
 MIN_OPSET = 7
 EXPECTED = "expected an ONNX model written by onnx.save or an exporter"
 
@@ -59,14 +60,13 @@ def check_model_proto(model: onnx.ModelProto, where: str) -> list[onnx.TensorPro
         )
     newest = onnx.defs.onnx_opset_version()
     for entry in model.opset_import:
-        if entry.domain in ("", "ai.onnx") and not MIN_OPSET <= entry.version <= newest:
+        if entry.domain in ("", "ai.onnx") and not 1 <= entry.version <= newest:
             raise BadInput(
-                f"{where} imports default-domain opset {entry.version}; expected an opset from "
-                f"{MIN_OPSET} to {newest}"
+                f"{where} imports default-domain opset {entry.version}; expected an opset from 1 to {newest}"
             )
     if not model.graph.output:
         raise BadInput(f"{where} has a graph with no outputs; {EXPECTED}")
-    tensors = list(_all_tensors(model.graph))
+    tensors = list(all_tensors(model.graph))
     for tensor in tensors:
         check_tensor_size(tensor, where)
     return tensors
@@ -151,7 +151,7 @@ def check_external_data(
 ) -> None:
     """Every externally stored tensor must lie inside an existing file next to the model. ``tensors``:
     the model's, as check_model_proto returns them."""
-    for tensor in _all_tensors(model.graph) if tensors is None else tensors:
+    for tensor in all_tensors(model.graph) if tensors is None else tensors:
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = _external_info(tensor, where)
@@ -175,7 +175,8 @@ def check_external_data(
             )
 
 
-def _all_tensors(graph: onnx.GraphProto):
+def all_tensors(graph: onnx.GraphProto):
+    """Every tensor the graph holds: initializers and attribute tensors, subgraphs' included."""
     yield from graph.initializer
     for node in graph.node:
         for attribute in node.attribute:
@@ -183,7 +184,18 @@ def _all_tensors(graph: onnx.GraphProto):
             if kind == onnx.AttributeProto.TENSOR:
                 yield attribute.t
             elif kind == onnx.AttributeProto.GRAPH:
-                yield from _all_tensors(attribute.g)
+                yield from all_tensors(attribute.g)
             elif kind == onnx.AttributeProto.GRAPHS:
                 for sub in attribute.graphs:
-                    yield from _all_tensors(sub)
+                    yield from all_tensors(sub)
+
+
+def external_files(model: onnx.ModelProto, base_dir: Path) -> set[Path]:
+    """The files beside the model that its externally stored tensors name."""
+    return {
+        base_dir / entry.value
+        for tensor in all_tensors(model.graph)
+        if tensor.data_location == onnx.TensorProto.EXTERNAL
+        for entry in tensor.external_data
+        if entry.key == "location"
+    }

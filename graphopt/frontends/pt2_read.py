@@ -3,7 +3,8 @@ wrong with it: not a zip, a zip of something else, an AOTInductor package, a tru
 archive, a program torch cannot deserialize.
 
 The archive is checked before torch reads it: torch's reader does not verify checksums (a flipped
-bit in a weight loads silently) and logs a traceback for archives it cannot open.
+bit in a weight loads silently), logs a traceback for archives it cannot open, and unpickles what the
+archive asks it to (refused unless trusted: pt2_pickles).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from ..errors import BadInput
 from .onnx_read import check_file
+from .pt2_pickles import check_no_pickles
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,7 @@ def _check_archive(path: Path) -> bool:
             bad = archive.testzip()
             if bad is not None:
                 raise BadInput(f"{path} is corrupt: {bad!r} fails its checksum; {EXPECTED}")
+            check_no_pickles(path, archive)
             return any(marker in archive.read(n) for n in models for marker in FUSED_MARKERS)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as error:
         # (NotImplementedError: a damaged header names a compression method zipfile does not have)

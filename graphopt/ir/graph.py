@@ -270,6 +270,33 @@ class Graph:
         for value in node.outputs:
             value.producer = None
 
+    def revive(self, node: Node, reads: dict[Value, Value] | None = None) -> None:
+        """Puts back a node that ``erase`` removed, with its outputs and their names, reading
+        ``reads[v]`` in place of each input v found there (a value merged or replaced since)."""
+        if node.graph is not None:
+            raise GraphError(f"cannot revive {node.op} {node.name!r}: it is in a graph")
+        reads = reads or {}
+        inputs = [None if v is None else reads.get(v, v) for v in node._inputs]
+        for value in inputs:
+            if value is not None and not self._owns(value):
+                raise GraphError(f"cannot revive {node.name!r}: {value.name!r} is not a value of this graph")
+        node._inputs = inputs
+        for index, value in enumerate(inputs):
+            if value is not None:
+                value.uses.append(Use(node, index))
+        for value in node.outputs:
+            value.producer = node
+        node.graph = self
+        self._nodes[node] = None
+        self._by_op[node.op][node] = None
+        self._ordered = False
+
+    def revive_constant(self, value: Value) -> None:
+        """Puts back a graph constant that dead-value removal dropped."""
+        if value.const is None or self.constants.get(value.name, value) is not value:
+            raise GraphError(f"cannot revive constant {value.name!r}")
+        self.constants[value.name] = value
+
     def release(self) -> None:
         """Empties the graph and unlinks its nodes and values from one another, for a graph that is no
         longer needed: nodes and values reference each other, so without this only Python's cycle

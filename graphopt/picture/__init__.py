@@ -38,30 +38,39 @@ def render(
     optimize: bool = False,
     max_nodes: int = MAX_NODES,
     engine: str = "auto",
+    trust_pickle: bool = False,
 ) -> Rendered:
     """Draws ``model`` (a path, ModelProto or ExportedProgram) into ``output`` (.svg or .png).
 
     With ``optimized`` (the same model after graphopt) or ``optimize=True`` (run the pipeline here, without
-    the numeric check) the picture shows what the optimizer changed.
+    the numeric check) the picture shows what the optimizer changed. ``trust_pickle``: load .pt2
+    archives that would unpickle objects.
     """
     from .. import io
-    from ..fsutil import atomic_target
+    from ..frontends.pt2_pickles import pickle_trust
+    from ..fsutil import atomic_target, check_writable
 
     output = Path(output)
     fmt = output.suffix.lower().lstrip(".")
     if fmt not in FORMATS:
         raise BadInput(f"cannot draw into {output.name!r}; expected a .svg or .png file")
+    check_writable(output, "the picture")
     draw = _engine(engine)
-    source = io.load(model)
+    with pickle_trust(trust_pickle):
+        source = io.load(model)
+        other = io.load(optimized) if optimized is not None else None
     before = None
     names = (source.label, source.label)
-    if optimized is not None:
-        other = io.load(optimized)
+    for loaded in (source, other):
+        if loaded is not None:
+            io.refuse_input_files(loaded, {"the picture": output})
+    if other is not None:
         before, after, names = source.graph, other.graph, (source.label, other.label)
     elif optimize:
         from ..pipeline import PIPELINE, run_passes
 
-        before, after = source.graph, io.load(model).graph
+        with pickle_trust(trust_pickle):
+            before, after = source.graph, io.load(model).graph
         run_passes(after, PIPELINE)
         names = (source.label, "optimized")
     else:
@@ -70,7 +79,6 @@ def render(
     data = draw.render(scene, fmt)
     with atomic_target(output) as temp:
         temp.write_bytes(data)
-        temp.chmod(0o644)  # a picture is for reading; the temporary file was private
     log.info("drew %d row(s) of %s into %s with %s", len(scene.rows), names[1], output, draw.NAME)
     return Rendered(output, draw.NAME, len(scene.rows))
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ..ir import Graph
+from .labels import op_title
 from .regions import diff_regions, fused_regions
-from .scene import Row, Scene, group_alike, panel, region_row
+from .scene import Panel, Row, Scene, group_alike, panel, region_row
 
-MAX_NODES = 60  # past this, a graph is drawn as its fused regions only
+MAX_NODES = 60  # past this (parallel copies folded), a graph is drawn as its fused regions only
 MAX_ROWS = 12  # kinds of region drawn; the rest are counted in a note
 
 
@@ -40,14 +41,28 @@ def _single(graph: Graph, name: str, max_nodes: int) -> Scene:
     regions = fused_regions(graph)
     title = f"{name}: {len(graph)} nodes"
     notes = [f"{len(regions)} fused region(s)"]
-    if len(graph) <= max_nodes:
-        fused = {n for r in regions for n in r.after}
-        return Scene(title, notes, [Row("whole graph", [panel(graph, list(graph), fused, "new", name, "g")])])
+    fused = {n for r in regions for n in r.after}
+    if len(graph) <= max_nodes or not regions:
+        # Parallel copies fold into one box each: a graph of many identical slices is small drawn.
+        whole = panel(graph, list(graph), fused, "new", name, "g", rest_kind="plain")
+        if _drawn_nodes(whole) <= max_nodes:
+            return Scene(title, notes, [Row("whole graph", [whole])])
     if not regions:
         first = list(graph)[:max_nodes]
-        notes.append(f"no fused ops; the first {len(first)} nodes in order")
-        return Scene(title, notes, [Row("first nodes", [panel(graph, first, set(), "plain", name, "g")])])
+        rest = list(graph)[max_nodes:]
+        ops = ", ".join(sorted({op_title(n.op) for n in rest}))
+        notes.append(
+            f"no fused ops; the first {len(first)} nodes in order are drawn, the last {len(rest)} are "
+            f"not ({ops}): raise --max-nodes to draw them"
+        )
+        return Scene(
+            title, notes, [Row("first nodes", [panel(graph, first, set(), "plain", name, "g", "plain")])]
+        )
     return Scene(title, notes, _region_rows(regions, None, graph, notes))
+
+
+def _drawn_nodes(drawn: Panel) -> int:
+    return sum(1 for box in drawn.boxes if box.kind != "io")
 
 
 def _region_rows(regions, before: Graph | None, after: Graph, notes: list[str]) -> list[Row]:

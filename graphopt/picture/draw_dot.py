@@ -7,7 +7,7 @@ import shutil
 
 from ..dependencies import INSTALL_HINTS
 from .scene import Box, Scene
-from .style import COLOURS, FONT, LEGEND
+from .style import COLOURS, FONT, legend
 
 NAME = "graphviz"
 
@@ -36,7 +36,7 @@ def render(scene: Scene, fmt: str) -> bytes:
         fontname=FONT, fontsize="10", shape="box", style="rounded,filled", margin="0.08,0.04"
     )
     graph.set_edge_defaults(color="#777777", arrowsize="0.6")
-    graph.set_label(_escape("\n".join([scene.title, *scene.notes, LEGEND])))
+    graph.set_label(_escape("\n".join(scene.header(legend(scene.kinds)))))
     graph.set_labelloc("t")
     previous: list[str] = []
     for r, row in enumerate(scene.rows):

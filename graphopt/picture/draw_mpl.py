@@ -7,7 +7,7 @@ import io
 
 from .layout import layered
 from .scene import Box, Panel, Scene
-from .style import COLOURS, FONT, LEGEND
+from .style import COLOURS, FONT, legend
 
 NAME = "matplotlib"
 BOX_W, BOX_H, GAP_X, GAP_Y = 2.1, 0.52, 0.35, 0.42  # inches
@@ -50,7 +50,7 @@ def render(scene: Scene, fmt: str) -> bytes:
         ax.set_xlim(0, fig_w)
         ax.set_ylim(fig_h, 0)  # y grows downward, like reading
         ax.axis("off")
-        for i, line in enumerate([scene.title, *scene.notes, LEGEND]):
+        for i, line in enumerate(scene.header(legend(scene.kinds))):
             size, weight = (11, "bold") if i == 0 else (8.5, None)
             ax.text(0.3, 0.3 + 0.3 * i, line, fontsize=size, weight=weight, va="top")
         y = top + 0.2

@@ -48,19 +48,35 @@ class Scene:
     notes: list[str]
     rows: list[Row]
 
+    def header(self, legend: str) -> list[str]:
+        """The lines above the picture: title, notes and (where it says anything) the legend."""
+        return [self.title, *self.notes, *([legend] if legend else [])]
+
+    @property
+    def kinds(self) -> set[str]:
+        """The kinds of box drawn (for the legend)."""
+        return {box.kind for row in self.rows for panel in row.panels for box in panel.boxes}
+
 
 def panel(
-    graph: Graph, nodes: Iterable[Node], focus: set[Node], focus_kind: str, title: str, prefix: str
+    graph: Graph,
+    nodes: Iterable[Node],
+    focus: set[Node],
+    focus_kind: str,
+    title: str,
+    prefix: str,
+    rest_kind: str = "context",
 ) -> Panel:
-    """Draws ``nodes`` (focus nodes in ``focus_kind``, fused ops in green, the rest as context), with the
-    graph inputs and outputs they touch; weights and Constant nodes are left out."""
+    """Draws ``nodes`` (focus nodes in ``focus_kind``, fused ops in green, the rest in ``rest_kind``:
+    neighbours of a region, or plain nodes of a whole graph), with the graph inputs and outputs they
+    touch; weights and Constant nodes are left out."""
     shown = [n for n in nodes if n.op != Op.CONSTANT]
     members = set(shown)
     result = Panel(title)
     keys: dict[Node, str] = {}
     for index, node in enumerate(shown):
         keys[node] = f"{prefix}n{index}"
-        kind = "fused" if node.op in FUSED_OPS else (focus_kind if node in focus else "context")
+        kind = "fused" if node.op in FUSED_OPS else (focus_kind if node in focus else rest_kind)
         result.boxes.append(Box(keys[node], op_title(node.op), node_detail(node), kind))
     terminals: dict[str, str] = {}
 

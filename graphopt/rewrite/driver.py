@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from ..ir import Graph, GraphError, Node, Value
+from .origin import note_origin
 from .pattern import Match, NodePattern, match
 from .rule import Builder, Decline, Fail, InPlace, Rule
 
@@ -78,10 +79,11 @@ def count_rewrite(rule: str, node: str) -> None:
         budget.last = (rule, node)
 
 
-def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
+def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = False) -> RewriteStats:
     """Applies the rules until none matches. After the first round only the neighbourhood of what the
     previous round changed is searched again: a match needs a changed node within its pattern's depth.
-    Of those candidates, a rule tries the ones that ``_possible_roots`` leaves."""
+    Of those candidates, a rule tries the ones that ``_possible_roots`` leaves. ``keep_origin``: each
+    new node keeps what it replaced, to be given back if no fusion consumes it (origin.py)."""
     stats = RewriteStats()
     misses: dict[tuple[str, str], NearMiss] = {}
     missed_at: dict[tuple[str, str], Node] = {}
@@ -115,7 +117,9 @@ def apply_rules(graph: Graph, rules: Sequence[Rule]) -> RewriteStats:
                 if not may_rewrite():
                     continue
                 try:
-                    changed_nodes = rewrite_match(graph, rule.name, outcome, rule.replace)
+                    changed_nodes = rewrite_match(
+                        graph, rule.name, outcome, rule.replace, keep_origin=keep_origin
+                    )
                 except Decline as declined:
                     misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, declined.reason)
                     missed_at[(rule.name, node.name)] = node
@@ -229,7 +233,9 @@ def external_use(graph: Graph, matched: Sequence[Node], root: Node) -> str | Non
     return None
 
 
-def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[Node]:
+def rewrite_match(
+    graph: Graph, rule_name: str, found: Match, replace, *, keep_origin: bool = False
+) -> list[Node]:
     """Runs ``replace`` and swaps its results in for what it replaces; returns the nodes it changed:
     the new ones and those that now read a replacement."""
     builder = Builder(graph, rule_name, anchor=found.root)
@@ -257,6 +263,11 @@ def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[N
                 f"rule {rule_name} returned {len(results)} values for {len(root.outputs)} outputs"
             )
         pairs = [(old, new) for old, new in zip(root.outputs, results, strict=False) if new is not None]
+    for old, new in pairs:
+        differs = _shape_change(old, new)
+        if differs is not None:
+            _undo(graph, builder)
+            raise Decline(f"rule {rule_name} would change {old.name!r}: {differs}")
     replaced = {old for old, _ in pairs}
     for old in root.outputs:
         if old not in replaced and graph.is_used(old):
@@ -264,8 +275,23 @@ def rewrite_match(graph: Graph, rule_name: str, found: Match, replace) -> list[N
     for old, new in pairs:
         replace_value(graph, old, new, builder.created)
     erase_dead(graph, found.matched)
+    if keep_origin:
+        note_origin(found.matched, builder.created, pairs)
     readers = [use.node for _, new in pairs for use in new.uses]
     return [*builder.created, *readers]
+
+
+def _shape_change(old: Value, new: Value) -> str | None:
+    """How ``new`` differs in rank or a static dim from ``old``, which it is to replace; None when it
+    does not (as far as their known shapes tell). A constant wrongly taken for a scalar shows here."""
+    if old.shape is None or new.shape is None:
+        return None
+    pairs = zip(old.shape, new.shape, strict=False)
+    if len(old.shape) != len(new.shape) or any(
+        isinstance(a, int) and isinstance(b, int) and a != b for a, b in pairs
+    ):
+        return f"its shape {list(old.shape)} would become {list(new.shape)}"
+    return None
 
 
 def _update_in_place(graph: Graph, node: Node, update: InPlace) -> None:

@@ -18,7 +18,8 @@ class Pass:
     rules: tuple[Rule, ...] = ()
 
 
-def rewrite_pass(name: str, description: str, rules: Sequence[Rule]) -> Pass:
-    """A pass that applies ``rules`` to a fixed point."""
+def rewrite_pass(name: str, description: str, rules: Sequence[Rule], *, recognizer: bool = False) -> Pass:
+    """A pass that applies ``rules`` to a fixed point. A ``recognizer``'s new nodes keep what they
+    replaced, given back by ``restore_unfused`` when no fusion consumes them."""
     rules = tuple(rules)
-    return Pass(name, description, lambda graph: apply_rules(graph, rules), rules)
+    return Pass(name, description, lambda graph: apply_rules(graph, rules, keep_origin=recognizer), rules)

@@ -6,19 +6,19 @@
 ``op.<name>`` builds a node pattern for the canonical op of that name (``op.any_of(Op.RELU, Op.TANH)``
 for alternatives), the pattern function's parameters match any value, and ``...`` as the last input
 accepts whatever inputs follow. A sub-pattern used twice must match the same node (decomposed norms
-read ``x - mean`` twice). A number matches a constant of that value. Inputs of ``add`` and ``mul``
-match in either order.
+read ``x - mean`` twice). A number matches a one-element constant of that value that acts as a scalar
+where it is read (``scalars.py``). Inputs of ``add`` and ``mul`` match in either order.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..ir import DType, Node, Op, Value, constant_of
+from ..ir import Node, Op, Value, constant_of
 from ..ir.ops import COMMUTATIVE
+from .scalars import holds_number, scalar_operand
 
 _OPS_BY_NAME = {name.lower(): value for name, value in vars(Op).items() if name.isupper()}
 
@@ -175,7 +175,8 @@ def _producers_fit(wants, inputs, swapped: bool) -> bool:
     return True
 
 
-def _match(pattern, value: Value | None, binding: dict) -> Iterator[dict]:
+def _match(pattern, value: Value | None, binding: dict, reader: Node | None = None) -> Iterator[dict]:
+    """The bindings under which ``pattern`` matches ``value``; ``reader``: the node reading it."""
     if isinstance(pattern, Var):
         if value is None and not pattern.optional:
             return
@@ -186,11 +187,8 @@ def _match(pattern, value: Value | None, binding: dict) -> Iterator[dict]:
         yield {**binding, pattern.name: value}
         return
     if isinstance(pattern, int | float):
-        tensor = constant_of(value) if value is not None else None
-        scalar = tensor.scalar() if tensor is not None else None
-        # A literal written in half precision is only that close to the exact value.
-        tolerance = {DType.FLOAT16: 2e-3, DType.BFLOAT16: 1e-2}.get(tensor.dtype, 1e-6) if tensor else 0.0
-        if scalar is not None and math.isclose(scalar, pattern, rel_tol=tolerance, abs_tol=1e-12):
+        scalar = scalar_operand(value, reader) if reader is not None else None
+        if scalar is not None and holds_number(scalar, pattern, constant_of(value).dtype):
             yield binding
         return
     if value is None or value.producer is None:
@@ -212,15 +210,15 @@ def _match(pattern, value: Value | None, binding: dict) -> Iterator[dict]:
     if node.op in COMMUTATIVE and len(pattern.inputs) == 2:
         orders.append(pattern.inputs[::-1])
     for order in orders:
-        yield from _match_inputs(order, inputs, 0, binding)
+        yield from _match_inputs(order, inputs, 0, binding, node)
 
 
-def _match_inputs(patterns, inputs, i: int, binding: dict) -> Iterator[dict]:
+def _match_inputs(patterns, inputs, i: int, binding: dict, reader: Node) -> Iterator[dict]:
     if i == len(patterns):
         yield binding
         return
-    for extended in _match(patterns[i], inputs[i], binding):
-        yield from _match_inputs(patterns, inputs, i + 1, extended)
+    for extended in _match(patterns[i], inputs[i], binding, reader):
+        yield from _match_inputs(patterns, inputs, i + 1, extended, reader)
 
 
 def _attr_matches(actual: Any, want: Any) -> bool:

@@ -81,7 +81,7 @@ class Builder:
         **attrs: Any,
     ) -> Node:
         """Adds a node; ``name`` defaults to one derived from the matched root's name."""
-        hint = f"{self.anchor.name}/{op}" if self.anchor is not None else op
+        hint = op if self.anchor is None else _below(self.anchor.name, op)
         node = self.graph.add_node(op, inputs, attrs, outputs=outputs, name=name or self._node_name(hint))
         node.meta["rule"] = self.rule
         self.created.append(node)
@@ -106,6 +106,12 @@ class Builder:
 
     def _node_name(self, hint: str) -> str:
         return f"{hint}_{len(self.created)}" if self.created else hint
+
+
+def _below(anchor: str, op: str) -> str:
+    """``layer/mul`` + gelu → ``layer/mul/gelu``; a node already named for the op (written out by an
+    earlier run of graphopt, and recognized again) keeps its name, so a rerun renames nothing."""
+    return anchor if anchor.endswith(f"/{op}") else f"{anchor}/{op}"
 
 
 @dataclass(frozen=True)

@@ -39,10 +39,9 @@ def test_invalid_graphs_load_but_fail_the_checker(bad, tmp_path):
         onnx.checker.check_model(model, full_check=True)
 
 
-@pytest.mark.parametrize(("name", "version"), [("opset_too_new", 99), ("opset_too_old", 6)])
-def test_unsupported_opsets_are_otherwise_valid(name, version, tmp_path):
-    model = onnx.load(bad_inputs.get(name).write(tmp_path))
-    assert [(o.domain, o.version) for o in model.opset_import] == [("", version)]
+def test_unsupported_opset_is_otherwise_valid(tmp_path):
+    model = onnx.load(bad_inputs.get("opset_too_new").write(tmp_path))
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", 99)]
     onnx.checker.check_model(model)
 
 

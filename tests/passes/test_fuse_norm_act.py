@@ -189,3 +189,53 @@ def test_fused_model_passes_the_full_checker():
     optimized, _ = optimize_checked(export_onnx(Residual(), (torch.randn(3, 16),), "dynamo"))
     onnx.checker.check_model(optimized, full_check=True)
     assert any(f.domain == "graphopt" for f in optimized.functions)
+
+
+def decomposed_layer_norm_tanh(opset: int):
+    """ReduceMean → Sub → Mul → ReduceMean → Add → Sqrt → Div → Tanh, axes as attributes (opset < 18)."""
+    steps = [
+        ("ReduceMean", ["x"], "mean", {"axes": [-1]}),
+        ("Sub", ["x", "mean"], "d", {}),
+        ("Mul", ["d", "d"], "square", {}),
+        ("ReduceMean", ["square"], "var", {"axes": [-1]}),
+        ("Add", ["var", "eps"], "shifted", {}),
+        ("Sqrt", ["shifted"], "std", {}),
+        ("Div", ["d", "std"], "h", {}),
+        ("Tanh", ["h"], "y", {}),
+    ]
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, [out], **attrs) for op, inputs, out, attrs in steps],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor("eps", TensorProto.FLOAT, [], [1e-5])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=7)
+
+
+def layer_norm_tanh_reference(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    centered = x - x.mean(-1, keepdims=True)
+    return np.tanh(centered / np.sqrt((centered**2).mean(-1, keepdims=True) + 1e-5))
+
+
+@pytest.mark.parametrize("opset", [7, 12])
+def test_below_opset_13_the_norm_stays_unfused_with_a_near_miss(opset):
+    model = decomposed_layer_norm_tanh(opset)
+    optimized, report = optimize_checked(model)
+    assert "NormAct" not in op_types(optimized)
+    assert not optimized.functions
+    assert [(o.domain, o.version) for o in optimized.opset_import] == [("", opset)]
+    reason = f"the model imports opset {opset}; fused ops need opset 13 or newer"
+    assert reason in near_misses(report, "fuse_norm_act")
+    x = np.random.default_rng(3).standard_normal((4, 16)).astype(np.float32) * 5 + 2
+    (actual,) = run_onnx(optimized, {"x": x})
+    np.testing.assert_allclose(actual, layer_norm_tanh_reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_at_opset_13_the_norm_fuses():
+    optimized, _ = optimize_checked(decomposed_layer_norm_tanh(13))
+    assert op_types(optimized) == ["NormAct"]
+    x = np.random.default_rng(3).standard_normal((4, 16)).astype(np.float32) * 5 + 2
+    (actual,) = run_onnx(optimized, {"x": x})
+    np.testing.assert_allclose(actual, layer_norm_tanh_reference(x), rtol=1e-5, atol=1e-6)

@@ -85,3 +85,40 @@ def test_norm_act_with_a_residual_stays_unfused_with_the_linear():
     optimized, report = optimize_checked(export_onnx(module, (torch.randn(6, 32),), "dynamo"))
     assert "NormActLinear" not in op_types(optimized)
     assert any("residual" in r for r in near_misses(report, "fuse_norm_act_linear_act"))
+
+
+class BroadcastBiasHead(torch.nn.Module):
+    """LayerNorm → tanh → matmul → + a bias of ``bias_shape`` → relu."""
+
+    def __init__(self, bias_shape, d=32, k=2):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d)
+        self.weight = torch.nn.Parameter(torch.randn(d, k) / d**0.5)
+        self.bias = torch.nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x):
+        return torch.relu(torch.tanh(self.norm(x)) @ self.weight + self.bias)
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_bias_that_adds_dims_stays_outside_the_kernel(path):
+    module, args = BroadcastBiasHead((1, 1, 2)), (torch.randn(6, 32),)
+    optimized, report = optimize_checked(export_onnx(module, args, path))
+    assert op_types(optimized) == ["NormActLinear", "Add", "Relu"]
+    reasons = near_misses(report, "fuse_norm_act_matmul_bias_act")
+    assert any("of shape [1, 1, 2] adds dims to the 2-dim output" in r for r in reasons), reasons
+    (expected,) = float64_reference(module, args)
+    (actual,) = run_onnx(optimized, {optimized.graph.input[0].name: args[0].numpy()})
+    assert actual.shape == expected.shape == (1, 6, 2)
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_bias_with_leading_ones_within_the_rank_fuses(path):
+    module, args = BroadcastBiasHead((1, 2)), (torch.randn(6, 32),)
+    optimized, _ = optimize_checked(export_onnx(module, args, path))
+    assert op_types(optimized) == ["NormActLinear"]
+    (expected,) = float64_reference(module, args)
+    (actual,) = run_onnx(optimized, {optimized.graph.input[0].name: args[0].numpy()})
+    assert actual.shape == expected.shape == (6, 2)
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)

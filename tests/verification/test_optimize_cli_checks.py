@@ -29,10 +29,11 @@ def test_mismatch_exits_1_names_the_rewrite_writes_the_report_and_no_model(broke
     assert (culprit["pass"], culprit["rule"], culprit["node"]) == ("rewrite_tanh", RULE, "t3")
 
 
-def test_force_writes_despite_the_mismatch(broken_pipeline, model, tmp_path):
+def test_force_writes_despite_the_mismatch_and_exits_1(broken_pipeline, model, tmp_path):
     result = graphopt("optimize", model, "--force", "-o", tmp_path / "out.onnx")
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr
     assert "OUTPUTS DIFFER" in result.stdout
+    assert "written anyway (--force)" in result.stderr
     assert (tmp_path / "out.onnx").exists()
 
 

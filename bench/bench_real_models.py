@@ -1,0 +1,379 @@
+"""Real architectures end to end, original and optimized, in every runtime (GPU machine).
+
+Random-init models (4 layers, hidden 768, batch 8 × 128 tokens, LLaMA-style hidden 1024): GPT-2 (dynamo
+and TorchScript ONNX exports), BERT, ViT, LLaMA, T5 encoder, Whisper encoder, a diffusers UNet2D (skipped
+with the reason where diffusers is missing), the seed at N=128 and a per-feature recommendation model,
+in fp32 and fp16 (bf16 in PyTorch: ONNX Runtime's CUDA EP lacks many bf16 kernels). Rows: ORT CUDA EP
+original / graphopt (with and without a CUDA graph) / ORT's transformer optimizer / both orders; eager
+PyTorch, torch.compile, graphopt through PyTorch. Writes real_models.json, real_models.md and
+real_models.png to --out.
+
+    python3 bench/bench_real_models.py --out OUT [--models gpt2,bert] [--dtypes fp32] [--no-compile]
+
+Import torch before onnxruntime on the GPU machine (this script does). ``--device cpu --tiny`` runs a
+small configuration on a CPU, to check the script itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch  # (before onnxruntime: its CUDA libraries must be loaded first)
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from graphopt.benchmark.any_model import _quiet, run_rows, variants  # noqa: E402
+
+log = logging.getLogger("bench_real_models")
+
+LAYERS, HIDDEN, HEADS, BATCH, TOKENS, VOCAB = 4, 768, 12, 8, 128, 32000
+
+
+@dataclass
+class Size:
+    layers: int
+    hidden: int
+    heads: int
+    batch: int
+    tokens: int
+    vocab: int
+
+
+FULL = Size(LAYERS, HIDDEN, HEADS, BATCH, TOKENS, VOCAB)
+TINY = Size(2, 64, 4, 2, 16, 512)
+
+
+def _hf(config_class, model_class, input_name, with_mask=False, **config):
+    import transformers
+
+    from bench.coverage.architectures import LastHiddenState
+
+    config = getattr(transformers, config_class)(**config)
+    config._attn_implementation = "eager"
+    return LastHiddenState(getattr(transformers, model_class)(config), input_name, with_mask)
+
+
+def _tokens(s: Size):
+    return (torch.randint(0, s.vocab, (s.batch, s.tokens), generator=torch.Generator().manual_seed(0)),)
+
+
+def gpt2(s):
+    module = _hf(
+        "GPT2Config", "GPT2Model", "input_ids", with_mask=True, n_embd=s.hidden, n_layer=s.layers,
+        n_head=s.heads, vocab_size=s.vocab, n_positions=max(1024, s.tokens), use_cache=False,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    return module, _tokens(s), "gpt2"
+
+
+def bert(s):
+    module = _hf(
+        "BertConfig", "BertModel", "input_ids", hidden_size=s.hidden, num_hidden_layers=s.layers,
+        num_attention_heads=s.heads, intermediate_size=4 * s.hidden, vocab_size=s.vocab,
+    )  # fmt: skip
+    return module, _tokens(s), "bert"
+
+
+def vit(s):
+    size, patch = (224, 16) if s is FULL else (32, 8)
+    module = _hf(
+        "ViTConfig", "ViTModel", "pixel_values", hidden_size=s.hidden, num_hidden_layers=s.layers,
+        num_attention_heads=s.heads, intermediate_size=4 * s.hidden, image_size=size, patch_size=patch,
+    )  # fmt: skip
+    images = torch.randn(s.batch, 3, size, size, generator=torch.Generator().manual_seed(0))
+    return module, (images,), "vit"
+
+
+def llama(s):
+    hidden = 1024 if s is FULL else s.hidden
+    module = _hf(
+        "LlamaConfig", "LlamaModel", "input_ids", hidden_size=hidden, intermediate_size=int(2.6875 * hidden),
+        num_hidden_layers=s.layers, num_attention_heads=s.heads if s is not FULL else 16,
+        num_key_value_heads=s.heads if s is not FULL else 16, vocab_size=s.vocab,
+        max_position_embeddings=max(2048, s.tokens), use_cache=False,
+    )  # fmt: skip
+    return module, _tokens(s), "gpt2"
+
+
+def t5_encoder(s):
+    module = _hf(
+        "T5Config", "T5EncoderModel", "input_ids", d_model=s.hidden, d_ff=4 * s.hidden,
+        d_kv=s.hidden // s.heads, num_layers=s.layers, num_heads=s.heads, vocab_size=s.vocab, use_cache=False,
+    )  # fmt: skip
+    return module, _tokens(s), "t5"
+
+
+class _WhisperEncoder(torch.nn.Module):
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, features):
+        return self.encoder(features).last_hidden_state
+
+
+def whisper_encoder(s):
+    import transformers
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+    config = transformers.WhisperConfig(
+        d_model=s.hidden, encoder_layers=s.layers, encoder_attention_heads=s.heads,
+        encoder_ffn_dim=4 * s.hidden, num_mel_bins=80, max_source_positions=s.tokens,
+    )  # fmt: skip
+    config._attn_implementation = "eager"
+    features = torch.randn(s.batch, 80, 2 * s.tokens, generator=torch.Generator().manual_seed(0))
+    return _WhisperEncoder(WhisperEncoder(config)), (features,), "bert"
+
+
+class _UNet(torch.nn.Module):
+    def __init__(self, unet):
+        super().__init__()
+        self.unet = unet
+
+    def forward(self, sample, timestep):
+        return self.unet(sample, timestep).sample
+
+
+def unet2d(s):
+    from diffusers import UNet2DModel  # (skipped with the reason where diffusers is missing)
+
+    channels = (128, 256) if s is FULL else (32, 64)
+    unet = UNet2DModel(
+        sample_size=32, in_channels=3, out_channels=3, layers_per_block=1, block_out_channels=channels,
+        down_block_types=("DownBlock2D", "AttnDownBlock2D"), up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+        norm_num_groups=32,
+    )  # fmt: skip
+    sample = torch.randn(s.batch, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    return _UNet(unet), (sample, torch.tensor([10])), None
+
+
+def seed(s):
+    from models.split_stack import SplitStack
+
+    n, b, d = (128, 512, 256) if s is FULL else (8, 16, 32)
+    data = torch.randn(n * b * d, generator=torch.Generator().manual_seed(0))
+    return SplitStack(n=n, b=b, d=d), (data,), None
+
+
+def per_feature(s):
+    from bench.coverage.recsys import FeatureTower
+
+    module = FeatureTower(features=64, vocab=1000, dim=64, hidden=256) if s is FULL else FeatureTower()
+    return module, module.example_inputs(s.batch * s.tokens if s is FULL else 8), None
+
+
+MODELS = {
+    "gpt2": gpt2,  # both ONNX exporters
+    "bert": bert,
+    "vit": vit,
+    "llama": llama,
+    "t5_encoder": t5_encoder,
+    "whisper_encoder": whisper_encoder,
+    "unet2d": unet2d,
+    "seed_n128": seed,
+    "per_feature": per_feature,
+}
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+
+
+def _export(module, args, exporter: str):
+    from models.onnx_export import export_dynamo, export_torchscript
+
+    with _quiet():
+        if exporter == "dynamo":
+            return export_dynamo(module, args)
+        return export_torchscript(
+            module, args, input_names=[f"input_{i}" for i in range(len(args))], opset=17
+        )
+
+
+def bench_one(name: str, dtype: str, exporter: str, size: Size, device: str, compile_modes, iters: int):
+    torch.manual_seed(0)
+    started = time.perf_counter()
+    try:
+        module, args, model_type = MODELS[name](size)
+    except ImportError as error:
+        return {"model": name, "dtype": dtype, "exporter": exporter, "skipped": f"{error}"}
+    module = module.eval()
+    torch_dtype = DTYPES[dtype]
+    if torch_dtype != torch.float32:
+        module = module.to(torch_dtype)
+        args = tuple(a.to(torch_dtype) if a.is_floating_point() else a for a in args)
+    record = {"model": name, "dtype": dtype, "exporter": exporter, "model_type": model_type}
+    program = None
+    if exporter == "dynamo":  # (the PyTorch rows once per model: the TorchScript record is ONNX only)
+        with _quiet():
+            program = torch.export.export(module, args)
+    try:
+        onnx_model = _export(module, args, exporter)
+    except Exception as error:
+        onnx_model = None
+        record["onnx_export_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    # Inputs by the ONNX model's names and by the program's (ONNX Runtime and PyTorch each take theirs).
+    feeds = {}
+    if onnx_model is not None:
+        names = [i.name for i in onnx_model.graph.input]
+        feeds.update({n: a.numpy() for n, a in zip(names, args, strict=False)})
+    if program is not None:
+        from torch.export.graph_signature import InputKind
+
+        names = [s.arg.name for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+        feeds.update({n: a.numpy() for n, a in zip(names, args, strict=True)})
+    rows = variants(
+        onnx_model,
+        program,
+        feeds,
+        device,
+        compile_modes=compile_modes,
+        ort_model_type=model_type,
+        ort_options={"num_heads": 0, "hidden_size": 0},
+    )
+    record["rows"] = [r.__dict__ for r in run_rows(rows, device, iters=iters)]
+    if onnx_model is not None:
+        record["fusions"] = fusions(onnx_model, model_type, device == "cuda")
+    record["seconds"] = round(time.perf_counter() - started, 1)
+    return record
+
+
+def fusions(onnx_model, model_type, use_gpu: bool) -> dict:
+    """The ops each optimizer adds to the original (ORT's fusions, graphopt's), counted, so a row where
+    graphopt is slower than ORT's optimizer says which of ORT's fusions graphopt lacks."""
+    import graphopt
+    from graphopt.benchmark.any_model import ort_transformer_optimized
+
+    def added(model) -> dict[str, int]:
+        before = Counter(f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in onnx_model.graph.node)
+        after = Counter(f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in model.graph.node)
+        return dict(sorted((after - before).items()))
+
+    found = {}
+    try:
+        found["graphopt"] = added(graphopt.optimize(onnx_model, verify=False).model)
+        if model_type is not None:
+            options = {"num_heads": 0, "hidden_size": 0}
+            found["ort_transformer_optimizer"] = added(
+                ort_transformer_optimized(onnx_model, model_type, use_gpu, options)
+            )
+    except Exception as error:  # (a failing optimizer is in the rows already)
+        found["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+    return found
+
+
+def markdown(result) -> str:
+    lines = [f"# Real models, {result['device']}, {result['date']}", ""]
+    lines += [
+        "| model | dtype | export | row | start-to-finish µs | GPU µs | vs ORT original | max abs err |"
+    ]
+    lines += ["|---|---|---|---|---|---|---|---|"]
+    for record in result["records"]:
+        if "skipped" in record:
+            lines.append(f"| {record['model']} | {record['dtype']} | {record['exporter']} | skipped: "
+                         f"{record['skipped']} | | | | |")  # fmt: skip
+            continue
+        base = next((r["start_to_finish_us"] for r in record["rows"] if r["start_to_finish_us"]), None)
+        for row in record["rows"]:
+            s2f, gpu, error = row["start_to_finish_us"], row["gpu_us"], row["max_abs_error"]
+            cells = [
+                record["model"], record["dtype"], record["exporter"], row["variant"],
+                f"{s2f:,.1f}" if s2f else (row["error"] or ""), f"{gpu:,.1f}" if gpu else "",
+                f"{base / s2f:.2f}×" if base and s2f else "", f"{error:.1e}" if error is not None else "",
+            ]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Ops each optimizer adds to the original (fusions), per model:", ""]
+    for record in result["records"]:
+        for optimizer, added in record.get("fusions", {}).items():
+            lines.append(f"- {record['model']} {record['dtype']} {record['exporter']}, {optimizer}: {added}")
+    return "\n".join(lines) + "\n"
+
+
+def chart(result, path: Path) -> None:
+    """Speed-up over ONNX Runtime's run of the original, one group of bars per model, dtype and export."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    records = [r for r in result["records"] if r.get("rows")]
+    series = list(dict.fromkeys(row["variant"] for r in records for row in r["rows"]))
+    figure, axis = plt.subplots(figsize=(max(8, 1.2 * len(records)), 5))
+    width = 0.8 / max(1, len(series))
+    for i, name in enumerate(series):
+        heights = []
+        for record in records:
+            base = next((r["start_to_finish_us"] for r in record["rows"] if r["start_to_finish_us"]), None)
+            row = next((r for r in record["rows"] if r["variant"] == name), None)
+            ok = row is not None and row["start_to_finish_us"] and base
+            heights.append(base / row["start_to_finish_us"] if ok else 0)
+        axis.bar([k + i * width for k in range(len(records))], heights, width, label=name)
+    axis.set_xticks(
+        [k + 0.4 - width / 2 for k in range(len(records))],
+        [f"{r['model']}\n{r['dtype']} {r['exporter']}" for r in records],
+        fontsize=7,
+    )
+    axis.axhline(1.0, color="k", linewidth=0.8)
+    axis.set_yscale("log")
+    axis.set_ylabel("speed-up over ORT (original), start-to-finish")
+    axis.set_title(f"real models on {result['device']}, {result['date']}")
+    axis.legend(fontsize=6, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--dtypes", default="fp32,fp16")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--tiny", action="store_true", help="a small configuration (to check the script)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    parser.add_argument("--compile-modes", default="default", help="e.g. default,max-autotune")
+    parser.add_argument("--iters", type=int, default=50)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    size = TINY if args.tiny else FULL
+    compile_modes = () if args.no_compile else tuple(args.compile_modes.split(","))
+    device_name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
+    result = {"device": device_name, "date": datetime.date.today().isoformat(), "torch": torch.__version__}
+    result["size"] = size.__dict__
+    args.out.mkdir(parents=True, exist_ok=True)
+    # Runs split over several calls share one record: a model measured again replaces its old entry.
+    record_path = args.out / "real_models.json"
+    earlier = json.loads(record_path.read_text())["records"] if record_path.exists() else []
+    result["records"] = earlier
+    for name in args.models.split(","):
+        if name not in MODELS:
+            print(f"unknown model {name!r}; known: {', '.join(MODELS)}", file=sys.stderr)
+            return 2
+        for dtype in args.dtypes.split(","):
+            for exporter in ("dynamo", "torchscript") if name == "gpt2" else ("dynamo",):
+                log.info("== %s %s %s", name, dtype, exporter)
+                record = bench_one(name, dtype, exporter, size, args.device, compile_modes, args.iters)
+                record["device"] = device_name
+                key = (name, dtype, exporter)
+                result["records"] = [
+                    r for r in result["records"] if (r["model"], r["dtype"], r["exporter"]) != key
+                ] + [record]
+                record_path.write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / "real_models.md").write_text(markdown(result))
+    chart(result, args.out / "real_models.png")
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

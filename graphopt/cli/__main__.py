@@ -1,0 +1,3 @@
+from graphopt.cli import main
+
+main()

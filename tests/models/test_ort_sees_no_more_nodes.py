@@ -1,0 +1,118 @@
+"""Never more work for the runtime: ONNX Runtime's own optimized graph (CPU EP, every optimization on) of
+graphopt's output has no more nodes than its optimized graph of the original, and no more of any one op
+(views excepted, which horizontal fusion adds), so a fusion ONNX Runtime makes on the original (FastGelu
+from GELU's tanh formula, SkipLayerNormalization) is never traded for a decomposition it no longer fuses.
+
+Over the test zoo, the bundled models and small real architectures (transformers' GPT-2 from both
+exporters, BERT, ViT, LLaMA and T5's encoder, random weights).
+"""
+
+from collections import Counter
+from pathlib import Path
+
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+import graphopt
+from graphopt.fused.table import DOMAIN
+from graphopt.ort import library_path
+from models import zoo
+from models.onnx_export import export_dynamo, export_torchscript
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+VIEWS = {("", "Reshape")}
+
+
+def ort_optimized_ops(model: onnx.ModelProto, folder: Path) -> Counter:
+    path = folder / f"ort_{len(list(folder.iterdir()))}.onnx"
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(path)
+    options.register_custom_ops_library(library_path())
+    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return Counter((node.domain, node.op_type) for node in onnx.load(path).graph.node)
+
+
+def assert_no_more_work(model: onnx.ModelProto, folder: Path) -> None:
+    optimized, _ = graphopt.optimize(model, verify=False)  # (numerics are checked where each pass is tested)
+    before, after = ort_optimized_ops(model, folder), ort_optimized_ops(optimized, folder)
+    assert sum(after.values()) <= sum(before.values()), f"ORT runs {dict(after)}, was {dict(before)}"
+    grown = {
+        op: (before[op], count)
+        for op, count in after.items()
+        if op[0] != DOMAIN and op not in VIEWS and count > before[op]
+    }
+    assert not grown, f"more of these ops (before, after) in ORT's graph: {grown}"
+
+
+def _zoo_param(entry):
+    marks = [pytest.mark.slow] if "dynamo" in entry.tags else []
+    return pytest.param(entry, id=entry.name, marks=marks)
+
+
+# (ONNX Runtime cannot run this entry's If on a scalar boolean from numpy; a test of its own covers it.)
+ZOO = [_zoo_param(e) for e in zoo.onnx_models() if e.name != "if_outer_scope.helper"]
+
+
+@pytest.mark.parametrize("entry", ZOO)
+def test_zoo(entry, tmp_path):
+    assert_no_more_work(entry.build(), tmp_path)
+
+
+@pytest.mark.parametrize("name", ["mlp.onnx", "split_stack.onnx"])
+def test_bundled(name, tmp_path):
+    assert_no_more_work(onnx.load(MODELS / name), tmp_path)
+
+
+def _llama():
+    import transformers
+
+    from bench.coverage.architectures import HEADS, HIDDEN, LAYERS, VOCAB, LastHiddenState
+
+    config = transformers.LlamaConfig(
+        hidden_size=HIDDEN,
+        intermediate_size=2 * HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        num_key_value_heads=HEADS,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
+    config._attn_implementation = "eager"
+    return LastHiddenState(transformers.LlamaModel(config), "input_ids")
+
+
+def _architecture(name):
+    from bench.coverage import architectures
+
+    if name == "hf_llama":
+        torch.manual_seed(0)
+        return architectures.randomize_norms(_llama()).eval(), architectures._tokens()
+    built = architectures.build(name)
+    return built.module, built.args
+
+
+# (LLaMA's mask code calls torch.diff, which the TorchScript exporter cannot write.)
+REAL = [
+    ("hf_gpt2", "dynamo"),
+    ("hf_gpt2", "torchscript"),
+    ("hf_bert", "torchscript"),
+    ("hf_vit", "dynamo"),
+    ("hf_llama", "dynamo"),
+    ("hf_t5_encoder", "torchscript"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "exporter"), REAL, ids=[f"{n}.{e}" for n, e in REAL])
+def test_real_architecture(name, exporter, tmp_path):
+    module, args = _architecture(name)
+    if exporter == "dynamo":
+        model = export_dynamo(module, args)
+    else:
+        model = export_torchscript(module, args, input_names=["input_0"], opset=17)
+    assert_no_more_work(model, tmp_path)

@@ -1,0 +1,62 @@
+"""The torch backend's side of "never more work": the optimized program calls no more ops than the
+original, and no more of any one op (views excepted, which horizontal fusion adds; graphopt's fused ops
+excepted), so a recognized GELU, norm or linear that no fusion took goes back as the program had it.
+
+Over the test zoo's exported programs and small real architectures (transformers' GPT-2, BERT and T5's
+encoder, random weights), as exported and after run_decompositions().
+"""
+
+from collections import Counter
+
+import pytest
+import torch
+
+import graphopt
+from models import zoo
+
+VIEWS = ("aten.view", "aten.reshape", "aten._unsafe_view")
+
+
+def calls(program) -> Counter:
+    return Counter(
+        str(node.target)
+        for node in program.graph.nodes
+        if node.op == "call_function" and "getitem" not in str(node.target)
+    )
+
+
+def assert_no_more_work(program) -> None:
+    optimized, _ = graphopt.optimize(
+        program, verify=False
+    )  # (numerics are checked where each pass is tested)
+    before, after = calls(program), calls(optimized)
+    assert sum(after.values()) <= sum(before.values()), f"calls {dict(after)}, was {dict(before)}"
+    grown = {
+        op: (before[op], count)
+        for op, count in after.items()
+        if not op.startswith("graphopt.") and not op.startswith(VIEWS) and count > before[op]
+    }
+    assert not grown, f"more calls of these ops (before, after): {grown}"
+
+
+def _param(entry):
+    marks = [pytest.mark.slow] if "decomposed" in entry.name else []
+    return pytest.param(entry, id=entry.name, marks=marks)
+
+
+@pytest.mark.parametrize("entry", [_param(e) for e in zoo.exported_programs()])
+def test_zoo(entry):
+    assert_no_more_work(entry.build())
+
+
+REAL = [("hf_gpt2", "exported"), ("hf_bert", "decomposed"), ("hf_t5_encoder", "exported")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "form"), REAL, ids=[f"{n}.{f}" for n, f in REAL])
+def test_real_architecture(name, form):
+    from bench.coverage import architectures
+
+    built = architectures.build(name)
+    program = torch.export.export(built.module, built.args)
+    assert_no_more_work(program.run_decompositions() if form == "decomposed" else program)

@@ -1,0 +1,80 @@
+import math
+
+import numpy as np
+import pytest
+from exporting import near_misses, op_types, optimize_checked, run_onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def erf_gelu(one_shape=(), half=0.5, sqrt2=math.sqrt(2.0), dims=(4, 8), sqrt2_shape=()):
+    """x * (1 + erf(x / √2)) * 0.5, as exporters write GELU, with the "1" of ``one_shape`` (opset 20,
+    where a recognized GELU is written as ``Gelu``)."""
+    steps = [
+        ("Div", ["x", "sqrt2"], "scaled"),
+        ("Erf", ["scaled"], "erf"),
+        ("Add", ["erf", "one"], "plus"),
+        ("Mul", ["x", "plus"], "product"),
+        ("Mul", ["product", "half"], "y"),
+    ]
+    constants = {
+        "sqrt2": np.full(sqrt2_shape, sqrt2, np.float32),
+        "one": np.ones(one_shape, np.float32),
+        "half": np.float32(half),
+    }
+    out_rank = max(len(dims), len(one_shape), len(sqrt2_shape))
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, [out]) for op, inputs, out in steps],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(dims))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * out_rank)],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in constants.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=8)
+
+
+def gelu_reference(x: np.ndarray, one_shape=(), half=0.5) -> np.ndarray:
+    x = x.astype(np.float64)
+    erf = np.vectorize(math.erf)(x / math.sqrt(2.0))
+    return x * (np.ones(one_shape) + erf) * half
+
+
+X = np.random.default_rng(6).standard_normal((4, 8)).astype(np.float32) * 2
+
+
+@pytest.mark.parametrize("one_shape", [(1, 1, 1), (1, 1, 1, 1)])
+def test_a_one_of_higher_rank_is_not_taken_for_a_scalar(one_shape):
+    optimized, report = optimize_checked(erf_gelu(one_shape))
+    assert "Erf" in op_types(optimized)
+    assert not any(rule.startswith("gelu") for rule in report.rule_counts)
+    (got,) = run_onnx(optimized, {"x": X})
+    want = gelu_reference(X, one_shape)
+    assert got.shape == want.shape == (*[1] * (len(one_shape) - 2), 4, 8)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("one_shape", [(), (1,), (1, 1)])
+def test_a_one_within_the_rank_is_recognized(one_shape):
+    optimized, report = optimize_checked(erf_gelu(one_shape))
+    assert op_types(optimized) == ["Gelu"]
+    assert report.rule_counts.get("gelu_from_erf[half_last]") == 1
+    (got,) = run_onnx(optimized, {"x": X})
+    np.testing.assert_allclose(got, gelu_reference(X), rtol=1e-5, atol=1e-6)
+
+
+def test_a_half_that_is_not_one_half_is_no_gelu():
+    optimized, _ = optimize_checked(erf_gelu(half=0.5000001))
+    assert "Erf" in op_types(optimized)
+    (got,) = run_onnx(optimized, {"x": X})
+    np.testing.assert_allclose(
+        got, gelu_reference(X, half=float(np.float32(0.5000001))), rtol=1e-6, atol=1e-6
+    )
+
+
+def test_a_divisor_of_higher_rank_is_a_near_miss():
+    optimized, report = optimize_checked(erf_gelu(sqrt2_shape=(1, 1, 1)))
+    assert "Erf" in op_types(optimized)
+    reason = "'sqrt2' is not the scalar 1.41421, so this is not GELU"
+    assert reason in near_misses(report, "gelu_from_erf[half_last]")
+    (got,) = run_onnx(optimized, {"x": X})
+    assert got.shape == (1, 4, 8)
+    np.testing.assert_allclose(got[0], gelu_reference(X), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,111 @@
+import numpy as np
+import pytest
+from exporting import near_misses, op_types, optimize_checked, run_onnx
+from onnx import TensorProto, helper, numpy_helper
+
+D = 8
+
+
+def spelled_out_norm(norm: str, *, eps_shape=(), scale_shape=None, exponent=None, out_rank=2):
+    """A layer or RMS norm in elementwise ops (opset 18), its epsilon of ``eps_shape``, an optional
+    scale of ``scale_shape`` and ``Pow(·, exponent)`` for the square (else ``Mul``)."""
+    square_of = "x" if norm == "rms" else "d"
+    steps = [] if norm == "rms" else [("ReduceMean", ["x", "axes"], "mean"), ("Sub", ["x", "mean"], "d")]
+    if exponent is None:
+        steps.append(("Mul", [square_of, square_of], "square"))
+    else:
+        steps.append(("Pow", [square_of, "exponent"], "square"))
+    steps += [
+        ("ReduceMean", ["square", "axes"], "var"),
+        ("Add", ["var", "eps"], "shifted"),
+        ("Sqrt", ["shifted"], "std"),
+        ("Div", [square_of, "std"], "normed" if scale_shape else "y"),
+    ]
+    inits = {
+        "axes": np.array([-1], np.int64),
+        "eps": np.full(eps_shape, 1e-5, np.float32),
+        "exponent": np.array(exponent if exponent is not None else 2.0, np.float32),
+    }
+    if scale_shape:
+        steps.append(("Mul", ["normed", "scale"], "y"))
+        inits["scale"] = np.linspace(0.5, 2.0, D, dtype=np.float32).reshape(scale_shape)
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, [out]) for op, inputs, out in steps],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, D])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * out_rank)],
+        [numpy_helper.from_array(a, n) for n, a in inits.items() if n != "exponent" or exponent is not None],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def inputs(positive=False):
+    x = np.random.default_rng(5).standard_normal((4, D)) * 3
+    return {"x": (np.abs(x) + 0.5 if positive else x).astype(np.float32)}
+
+
+def float64_reference(norm, x, *, eps_shape=(), scale_shape=None, exponent=2.0):
+    x = x.astype(np.float64)
+    d = x - x.mean(-1, keepdims=True) if norm == "layer" else x
+    y = d / np.sqrt((d**exponent).mean(-1, keepdims=True) + np.full(eps_shape, 1e-5))
+    if scale_shape:
+        y = y * np.linspace(0.5, 2.0, D, dtype=np.float32).astype(np.float64).reshape(scale_shape)
+    return y
+
+
+def assert_matches_reference(optimized, want, rtol=1e-5, atol=1e-5):
+    (got,) = run_onnx(optimized, inputs(positive=True))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_epsilon_of_higher_rank_keeps_the_norm_spelled_out(norm):
+    model = spelled_out_norm(norm, eps_shape=(1, 1, 1), out_rank=3)
+    optimized, report = optimize_checked(model, inputs=inputs(positive=True))
+    assert not {"LayerNormalization", "RMSNormalization"} & set(op_types(optimized))
+    rule = "layer_norm_from_ops[mul,div]" if norm == "layer" else "rms_norm_from_ops[mul,div]"
+    assert "epsilon 'eps' of shape [1, 1, 1] is no scalar there" in near_misses(report, rule)
+    want = float64_reference(norm, inputs(positive=True)["x"], eps_shape=(1, 1, 1))
+    assert want.shape == (1, 4, D)
+    assert_matches_reference(optimized, want)
+
+
+@pytest.mark.parametrize("eps_shape", [(), (1,), (1, 1)])
+def test_epsilon_that_broadcasts_into_existing_dims_is_recognized(eps_shape):
+    optimized, _ = optimize_checked(spelled_out_norm("layer", eps_shape=eps_shape), inputs=inputs(True))
+    assert op_types(optimized) == ["LayerNormalization"]
+    assert_matches_reference(optimized, float64_reference("layer", inputs(True)["x"], eps_shape=eps_shape))
+
+
+def test_scale_of_higher_rank_is_not_folded():
+    model = spelled_out_norm("layer", scale_shape=(1, 1, D), out_rank=3)
+    optimized, report = optimize_checked(model, inputs=inputs(True))
+    assert op_types(optimized) == ["LayerNormalization", "Mul"]
+    assert "'scale' ([1, 1, 8]) has more dims than 'x' (2)" in near_misses(report, "fold_norm_scale")
+    want = float64_reference("layer", inputs(True)["x"], scale_shape=(1, 1, D))
+    assert want.shape == (1, 4, D)
+    assert_matches_reference(optimized, want)
+
+
+def test_scale_with_leading_ones_within_the_rank_is_folded():
+    optimized, report = optimize_checked(spelled_out_norm("layer", scale_shape=(1, D)), inputs=inputs(True))
+    assert op_types(optimized) == ["LayerNormalization"]
+    assert report.rule_counts.get("fold_norm_scale") == 1
+    assert_matches_reference(optimized, float64_reference("layer", inputs(True)["x"], scale_shape=(1, D)))
+
+
+def test_a_power_near_two_is_not_a_square():
+    model = spelled_out_norm("rms", exponent=2.0000005)
+    optimized, report = optimize_checked(model, inputs=inputs(positive=True))
+    assert "Pow" in op_types(optimized)
+    assert not any(rule.startswith("rms_norm_from_ops") for rule in report.rule_counts)
+    want = float64_reference("rms", inputs(True)["x"], exponent=float(np.float32(2.0000005)))
+    assert_matches_reference(optimized, want)
+
+
+def test_a_power_of_exactly_two_is_a_square():
+    optimized, report = optimize_checked(spelled_out_norm("rms", exponent=2.0), inputs=inputs(positive=True))
+    assert "Pow" not in op_types(optimized)
+    assert report.rule_counts.get("rms_norm_from_ops[pow,div]") == 1
+    assert_matches_reference(optimized, float64_reference("rms", inputs(True)["x"]))
