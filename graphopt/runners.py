@@ -79,8 +79,18 @@ def run_program(program, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[
 def run_program_many(program, draws: Sequence[dict[str, np.ndarray]]) -> tuple[list[str], list[list[Any]]]:
     """(output names, the outputs of each set of feeds); bfloat16 outputs come back as ml_dtypes
     bfloat16 arrays, so that they are compared with bfloat16's tolerance."""
+    import torch
+
     module = program.module()  # (built once: building it costs more than running a small program)
-    results = [_run_module(program, module, feeds) for feeds in draws]
+    # A program may update its buffers in place: each run starts from the buffers as they were, as a
+    # single run would, and the program is left as it came.
+    initial = {name: buffer.clone() for name, buffer in module.named_buffers()}
+    results = []
+    for feeds in draws:
+        results.append(_run_module(program, module, feeds))
+        with torch.no_grad():
+            for name, buffer in module.named_buffers():
+                buffer.copy_(initial[name])
     names = [f"output_{i}" for i in range(len(results[0]))] if results else []
     return names, results
 

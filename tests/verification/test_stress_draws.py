@@ -8,10 +8,11 @@ from onnx import TensorProto, helper
 import graphopt
 from graphopt import io
 from graphopt.api import check_outputs
+from graphopt.compare import verify_models
 from graphopt.draws import random_draws
 from graphopt.ir import DType
 from graphopt.numeric import Tolerance, compare
-from graphopt.verify_command import verify_models
+from graphopt.runners import run_program_many
 
 SPECS = {
     "x32": (DType.FLOAT32, (3, 16)),
@@ -181,3 +182,23 @@ def test_a_correct_fusion_passes_every_draw(dtype):
     assert report.verification["ok"], report.verification["summary"]
     offset = ["offset"] if dtype == torch.float32 else []  # 16-bit inputs get no offset draw
     assert [d["name"] for d in report.verification["draws"]] == ["normal", *offset, "large", "constant rows"]
+
+
+class CountCalls(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(1))
+
+    def forward(self, x):
+        self.count.add_(1.0)
+        return x + self.count
+
+
+def test_each_draw_starts_from_the_programs_buffers_and_leaves_them_as_they_were():
+    program = torch.export.export(CountCalls(), (torch.zeros(2),))
+
+    _, outputs = run_program_many(program, [{"x": np.zeros(2, np.float32)}] * 3)
+
+    for (y,) in outputs:
+        np.testing.assert_array_equal(y, np.ones(2, np.float32))
+    assert float(program.state_dict["count"][0]) == 0.0
