@@ -37,6 +37,7 @@ for s in $stages; do
     seed) stage seed python3 -m graphopt.benchmark models/split_stack.pt2 --out "$results" ;;
     sweep) stage sweep python3 bench/bench_seed_sweep.py --out "$results" ;;
     # Real architectures end to end; REAL_ARGS picks a share of them (e.g. "--models gpt2,bert --dtypes fp32").
+    embeddings) stage embeddings python3 bench/bench_embeddings.py --out "$results" ${EMBED_ARGS:-} ;;
     real) stage real python3 bench/bench_real_models.py --out "$results/real" ${REAL_ARGS:-} ;;
   esac
 done

@@ -2,9 +2,14 @@
 
 import graphopt
 optimized, report = graphopt.optimize("model.onnx", output="model.opt.onnx")
+
+Importing graphopt registers its fused ops with torch (``torch.ops.graphopt.*``) when torch is
+imported, before or after graphopt, so ``torch.export.load`` reads an optimized program.
 """
 
 from __future__ import annotations
+
+from .torch_registration import register_with_torch
 
 __version__ = "0.1.0"
 
@@ -18,6 +23,9 @@ _LAZY = {
     "BadInput": "errors",
     "VerificationError": "errors",
 }
+
+
+register_with_torch()
 
 
 def __getattr__(name: str):

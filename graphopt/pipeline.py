@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from graphopt.passes import (
+    batch_embedding_lookups,
     batch_parallel_chains,
     batch_split_chains,
     collapse_reshapes,
@@ -68,6 +69,8 @@ PIPELINE: tuple[Pass, ...] = (
     recognize_stack.PASS,
     recognize_activations.PASS,
     recognize_norms.PASS,
+    # Before the batching: its one lookup is the split source that batch_split_chains batches from.
+    batch_embedding_lookups.PASS,
     batch_split_chains.PASS,
     batch_parallel_chains.PASS,
     collapse_reshapes.PASS,

@@ -81,18 +81,27 @@ def run_program_many(program, draws: Sequence[dict[str, np.ndarray]]) -> tuple[l
     bfloat16 arrays, so that they are compared with bfloat16's tolerance."""
     import torch
 
-    module = program.module()  # (built once: building it costs more than running a small program)
-    # A program may update its buffers in place: each run starts from the buffers as they were, as a
-    # single run would, and the program is left as it came.
-    initial = {name: buffer.clone() for name, buffer in module.named_buffers()}
+    from .frontends.torch_state import mutated_targets, runnable_module
+
+    # Built once (building costs more than running a small program), on copies of the buffers the
+    # program writes, so the program is left as it was; each run starts from those buffers as they
+    # were, as a single run would.
+    module = runnable_module(program)
+    written = {target: _state(module, target) for target in mutated_targets(program)}
+    initial = {target: tensor.detach().clone() for target, tensor in written.items()}
     results = []
     for feeds in draws:
         results.append(_run_module(program, module, feeds))
         with torch.no_grad():
-            for name, buffer in module.named_buffers():
-                buffer.copy_(initial[name])
+            for target, tensor in written.items():
+                tensor.copy_(initial[target])
     names = [f"output_{i}" for i in range(len(results[0]))] if results else []
     return names, results
+
+
+def _state(module, target: str):
+    owner, _, leaf = target.rpartition(".")
+    return getattr(module.get_submodule(owner) if owner else module, leaf)
 
 
 def _run_module(program, module, feeds: dict[str, np.ndarray]) -> list[Any]:

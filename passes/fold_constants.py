@@ -12,7 +12,7 @@ import logging
 
 import numpy as np
 
-from graphopt.ir import Graph, Op, Tensor, constant_of, infer_outputs
+from graphopt.ir import Graph, Op, Tensor, constant_of, infer_outputs, record_origins
 from graphopt.ir.evaluate import can_evaluate, evaluate
 from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import Pass, RewriteStats, count_rewrite, may_rewrite
@@ -61,6 +61,8 @@ def run(graph: Graph) -> RewriteStats:
                 constant = graph.add_constant(
                     Tensor.from_array(np.asarray(array), value.dtype), f"{value.name}_folded"
                 )
+                # (a shape is computed from no tensor's values)
+                record_origins(constant, () if node.op == Op.SHAPE else inputs)
                 graph.replace_all_uses(value, constant)
         count_rewrite("fold_constant", node.name)
         stats.counts["fold_constant"] += 1

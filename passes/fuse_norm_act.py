@@ -79,9 +79,10 @@ def _weights(b, norm: Node, narrowed: list | None):
     if narrowed is None:
         return [norm.input(1), norm.input(2) if norm.op == Op.LAYER_NORM else None]
     out = []
-    for array, fill, name in zip(narrowed, (1.0, 0.0), ("scale", "bias"), strict=False):
+    for i, (array, fill, name) in enumerate(zip(narrowed, (1.0, 0.0), ("scale", "bias"), strict=False)):
         keep = array is not None and not np.all(array == fill)
-        out.append(b.constant(array, f"{norm.name}_{name}") if keep else None)
+        source = norm.input(i + 1)  # (the weight this narrowed copy was made from)
+        out.append(b.constant(array, f"{norm.name}_{name}", derived_from=[source]) if keep else None)
     return out + [None] * (2 - len(out))
 
 

@@ -102,12 +102,16 @@ def check_activated(match):
 
 def _replace(b, match, out_activation: str):
     norm_act = match.node("norm_act")
-    weight = b.constant(match.info["weight"], f"{norm_act.name}_linear_weight")
+    weight = b.constant(match.info["weight"], f"{norm_act.name}_linear_weight", derived_from=[match["w"]])
     bias = match.info["bias"]
     bias_value = (
         None
         if bias is None
-        else b.constant(bias.astype(match.info["weight"].dtype), f"{norm_act.name}_linear_bias")
+        else b.constant(
+            bias.astype(match.info["weight"].dtype),
+            f"{norm_act.name}_linear_bias",
+            derived_from=[_bias_source(match)],
+        )
     )
     return b.norm_act_linear(
         norm_act.input(0),
@@ -120,6 +124,12 @@ def _replace(b, match, out_activation: str):
         eps=norm_act.attrs["eps"],
         out_activation=out_activation,
     )
+
+
+def _bias_source(match):
+    if "c" in match.values:
+        return match["c"]
+    return next((n.input(2) for n in match.matched if n.op == Op.LINEAR), None)
 
 
 def replace_plain(b, match):

@@ -182,7 +182,7 @@ def check_scale(match):
 
 def replace_scale(b, match):
     norm = match.node("norm")
-    weight = b.constant(match.info["array"], f"{norm.name}_scale")
+    weight = b.constant(match.info["array"], f"{norm.name}_scale", derived_from=[match["w"]])
     return b.node(norm.op, match["x"], weight, **norm.attrs).output
 
 
@@ -193,9 +193,11 @@ def check_bias(match):
 
 def replace_bias(b, match):
     norm = match.node("norm")
-    bias = b.constant(match.info["array"], f"{norm.name}_bias")
+    bias = b.constant(match.info["array"], f"{norm.name}_bias", derived_from=[match["c"]])
     # A norm without a scale gets ones: the bias is the third input.
-    scale = match.values.get("w") or b.constant(np.ones_like(match.info["array"]), f"{norm.name}_scale")
+    scale = match.values.get("w") or b.constant(
+        np.ones_like(match.info["array"]), f"{norm.name}_scale", derived_from=()
+    )
     return b.layer_norm(match["x"], scale, bias, **norm.attrs)
 
 

@@ -81,6 +81,14 @@ def _binary(b, node):
     return [b.call(target, (b.arg(left), b.arg(right)), name=_name(node))]
 
 
+def _less(b, node):
+    return [b.call(aten.lt.Tensor, (_x(b, node, 0), _x(b, node, 1)), name=_name(node))]
+
+
+def _where(b, node):
+    return [b.call(aten.where.self, tuple(_x(b, node, i) for i in range(3)), name=_name(node))]
+
+
 def _reshape(b, node):
     x = node.input(0)
     shape = node.attrs.get("shape")
@@ -251,6 +259,8 @@ _EMITTERS: dict[str, Emitter] = {
     Op.NEG: _unary(aten.neg.default),
     Op.GELU: _gelu,
     **dict.fromkeys(_BINARY, _binary),
+    Op.LESS: _less,
+    Op.WHERE: _where,
     Op.RESHAPE: _reshape,
     Op.TRANSPOSE: _transpose,
     Op.SQUEEZE: _squeeze,

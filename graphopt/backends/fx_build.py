@@ -1,7 +1,7 @@
 """Building the FX graph of an optimized program, node by node.
 
-Placeholders come first, in the original program's order; tensors a pass created become lifted
-constants (placeholders of kind CONSTANT_TENSOR), made the first time a node reads them. Every call
+Placeholders come first, in the original program's order; tensors a pass created become parameters
+or buffers (``torch_export_state`` says which), made the first time a node reads them. Every call
 node made here gets ``meta["val"]`` from running its target on the inputs' fake values in the
 program's own fake mode, so symbolic dims ("s0") flow through new nodes as they do through old ones.
 """
@@ -15,12 +15,22 @@ import torch
 from torch import fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+from torch.export.graph_signature import InputKind, InputSpec
 from torch.fx.node import map_aggregate
 
 from ..frontends.fx_source import Attr, FxGroup, Ref
 from ..frontends.torch_arrays import to_torch
 from ..ir import Graph, GraphError, Node, Value, constant_of
+from .torch_export_state import StateKinds
+
+_KIND_ORDER = (
+    InputKind.TOKEN,
+    InputKind.PARAMETER,
+    InputKind.BUFFER,
+    InputKind.CONSTANT_TENSOR,
+    InputKind.CUSTOM_OBJ,
+    InputKind.USER_INPUT,
+)
 
 
 class FxBuilder:
@@ -32,20 +42,18 @@ class FxBuilder:
         self.fake_mode = _fake_mode(program.graph_module.graph)
         self.env: dict[Value, Any] = {}
         self.placeholders: dict[str, fx.Node] = {}
-        self.new_constants: dict[str, torch.Tensor] = {}  # target -> tensor
+        self.state = StateKinds(program, graph.meta["torch_placeholders"])
         self.new_specs: dict[str, InputSpec] = {}  # placeholder name -> spec
+        self.placeholder_kinds: dict[fx.Node, InputKind] = {}
         self._attrs: dict[str, fx.Node] = {}
         self._dims: dict[tuple[fx.Node, int], Any] = {}
-        self._first_user_input: fx.Node | None = None
         self.rule: str | None = None  # the rule that made the node being emitted
 
     # ----- placeholders ----------------------------------------------------------------------------
     def add_placeholders(self) -> None:
         """The original program's placeholders, all of them, in order and under their names."""
-        user_inputs = set()
-        for spec in self.program.graph_signature.input_specs:
-            if spec.kind == InputKind.USER_INPUT:
-                user_inputs.add(spec.arg.name)
+        specs = self.program.graph_signature.input_specs
+        kinds = {s.arg.name: s.kind for s in specs if hasattr(s.arg, "name")}
         for old in self.program.graph_module.graph.find_nodes(op="placeholder"):
             node = self.fx.placeholder(old.name)
             # FX renames what would shadow a Python builtin ("input"); deserialized programs keep such
@@ -54,35 +62,44 @@ class FxBuilder:
             node.name = old.name
             node.meta = dict(old.meta)
             self.placeholders[old.name] = node
-            if old.name in user_inputs and self._first_user_input is None:
-                self._first_user_input = node
+            self.placeholder_kinds[node] = kinds.get(old.name, InputKind.USER_INPUT)
         for value in self.graph.inputs:
             self.env[value] = self.placeholders[value.name]
         for name, value in self.graph.meta["torch_placeholders"].items():
             self.env[value] = self.placeholders[name]
 
     def lifted_constant(self, value: Value) -> fx.Node:
-        """A CONSTANT_TENSOR placeholder holding ``value``'s tensor (made once)."""
+        """The placeholder of a tensor a pass made (made once): a parameter or buffer as
+        ``torch_export_state`` decides, or the original's own placeholder where it equals that."""
         node = self.env.get(value)
         if node is not None:
             return node
         tensor = _torch_tensor(constant_of(value))
-        stem = "".join(c if c.isalnum() else "_" for c in value.name).strip("_") or "constant"
-        target = stem
-        while target in self.program.constants or target in self.new_constants:
-            target = f"{stem}_{len(self.new_constants)}"
-        with self.fx.inserting_before(self._first_user_input or self._first_call()):
-            node = self.fx.placeholder(f"c_graphopt_{target}")
+        same = self.state.existing(value, tensor)
+        if same is not None:
+            node = self.env[value] = self.placeholders[same]
+            return node
+        state = self.state.new_state(value, tensor)
+        with self._inserting_placeholder(state.kind):
+            node = self.fx.placeholder(state.placeholder)
+        state.placeholder = node.name  # (FX makes a name unique within the graph)
         node.meta["val"] = self.fake_mode.from_tensor(tensor, static_shapes=True)
-        self.new_constants[target] = tensor
-        self.new_specs[node.name] = InputSpec(
-            InputKind.CONSTANT_TENSOR, TensorArgument(name=node.name), target=target, persistent=None
-        )
+        self.new_specs[node.name] = state.spec
+        self.placeholders[node.name] = node
+        self.placeholder_kinds[node] = state.kind
         self.env[value] = node
         return node
 
-    def _first_call(self) -> fx.Node | None:
-        return next((n for n in self.fx.nodes if n.op != "placeholder"), None)
+    def _inserting_placeholder(self, kind: InputKind):
+        """Inserts a new placeholder of ``kind`` after those of its kind and the kinds before it, in
+        torch.export's order (tokens, parameters, buffers, constants, custom objects, user inputs)."""
+        rank = _KIND_ORDER.index(kind)
+        last = None
+        for node in self.fx.find_nodes(op="placeholder"):
+            if _KIND_ORDER.index(self.placeholder_kinds[node]) > rank:
+                return self.fx.inserting_before(node)
+            last = node
+        return self.fx.inserting_after(last) if last is not None else self.fx.inserting_before(None)
 
     # ----- reading IR values -------------------------------------------------------------------
     def arg(self, value: Value | None) -> Any:

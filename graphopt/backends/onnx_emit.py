@@ -366,6 +366,8 @@ _UNARY_TYPES = {
     Op.EXP: "Exp",
     Op.NEG: "Neg",
     Op.MATMUL: "MatMul",
+    Op.LESS: "Less",
+    Op.WHERE: "Where",
 }
 
 _EMITTERS: dict[str, Callable[[Emitter, Node], None]] = {

@@ -2,8 +2,9 @@
 
 The new ExportedProgram keeps the original's placeholders (parameters, buffers, constants, user inputs,
 in order), state dict, constants, range constraints (so dynamic dims stay dynamic), module call graph,
-example inputs and verifiers. Tensors a pass created become lifted constants: computed once, stored
-in the program, never recomputed per call.
+example inputs and verifiers (buffers the program writes are copied). Tensors a pass created become
+parameters or buffers (``torch_export_state``): computed once, stored in the program, never recomputed
+per call, and moved, saved and loaded with the module as the original's state is.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from torch.export.graph_signature import ExportGraphSignature, InputKind, Output
 from torch.fx.node import map_aggregate
 
 from ..frontends.fx_source import FxGroup, PlaceholderSource, Ref
+from ..frontends.torch_state import detached_state
 from ..fsutil import atomic_target
 from ..ir import Graph, GraphError
 from .aten_emit import emit
 from .fx_build import FxBuilder
+from .torch_export_state import state_notes
 
 
 def to_exported_program(graph: Graph) -> torch.export.ExportedProgram:
@@ -49,7 +52,9 @@ def to_exported_program(graph: Graph) -> torch.export.ExportedProgram:
         emit(builder, node)
     names = _write_output(builder, graph)
     dropped = _drop_unused_constants(builder, graph, program)
-    return _assemble(builder, program, names, dropped)
+    optimized = _assemble(builder, program, names, dropped)
+    graph.meta.setdefault("notes", []).extend(state_notes(program, optimized, builder.state.made))
+    return optimized
 
 
 def save_pt2(program: torch.export.ExportedProgram, path: str | os.PathLike) -> Path:
@@ -120,18 +125,20 @@ def _assemble(builder: FxBuilder, program, names: list[str | None], dropped: set
     module = fx.GraphModule(program.graph_module, builder.fx)
     module.meta.update(copy.copy(program.graph_module.meta))
     call_graph = [_renamed_entry(entry, renamed) for entry in program.module_call_graph]
+    # The buffers the program writes are copied: the optimized program has state of its own.
+    state_dict = detached_state(program, {k: v for k, v in program.state_dict.items() if k not in dropped})
+    constants = detached_state(program, {k: v for k, v in program.constants.items() if k not in dropped})
+    for made in builder.state.made:
+        (state_dict if made.persistent is not False else constants)[made.target] = made.tensor
     return torch.export.ExportedProgram(
         root=module,
         graph=module.graph,
         graph_signature=ExportGraphSignature(input_specs=input_specs, output_specs=output_specs),
-        state_dict={k: v for k, v in program.state_dict.items() if k not in dropped},
+        state_dict=state_dict,
         range_constraints=copy.copy(program.range_constraints),
         module_call_graph=call_graph,
         example_inputs=program.example_inputs,
-        constants={
-            **{k: v for k, v in program.constants.items() if k not in dropped},
-            **builder.new_constants,
-        },
+        constants=constants,
         verifiers=list(program.verifiers),
     )
 

@@ -24,6 +24,7 @@ from .pt2_read import read_pt2
 from .torch_arrays import to_numpy
 from .torch_calls import Env, read_call, value_type
 from .torch_evaluate import evaluate_torch_node
+from .torch_state import mutated_targets
 
 _CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
@@ -65,6 +66,7 @@ class _Reader:
         # placeholder name -> the IR value holding a parameter, buffer, constant or custom object
         self.held: dict[str, Value] = {}
         self.specs = {s.arg.name: s for s in program.graph_signature.input_specs if hasattr(s.arg, "name")}
+        self.written = mutated_targets(program)  # state, not constants: nothing is folded from them
 
     def read(self) -> Graph:
         graph = self.graph
@@ -93,9 +95,11 @@ class _Reader:
         if kind == InputKind.USER_INPUT and isinstance(node.meta.get("val"), torch.Tensor):
             self.env[node] = self.graph.add_input(node.name, *value_type(node.meta.get("val")))
             return
-        tensor = self._lifted_tensor(spec) if kind in _CONSTANT_KINDS else None
+        constant = kind in _CONSTANT_KINDS and spec.target not in self.written
+        tensor = self._lifted_tensor(spec) if constant else None
         dtype = DType.from_torch(tensor.dtype) if isinstance(tensor, torch.Tensor) else None
-        if dtype is None:  # a custom object, a token, a non-tensor input, a tensor of a dtype the IR lacks
+        if dtype is None:  # a custom object, a token, a written buffer, a non-tensor input, a tensor of a
+            # dtype the IR lacks
             outputs = [(node.name, *value_type(node.meta.get("val")))]
             ir_node = self.graph.add_node(opaque_name("aten", "placeholder"), [], outputs=outputs)
             ir_node.source = PlaceholderSource(node.name)

@@ -8,12 +8,14 @@ tracing the body) and an autograd formula. torch.export keeps each op as one nod
 
 Eager calls skip the layers of Python that ``triton_op`` puts around its body (they exist for
 tracing): the same body is registered directly as the CPU and CUDA kernel, launching the Triton
-kernel unwrapped. That saves several microseconds per call, which matters for small launches.
+kernel through a cached launcher (``torch_launch``) rather than Triton's JIT dispatch. That saves
+microseconds per call, which matters for small launches.
 
 Importing this module registers the ops, once; it imports no Triton kernel until a CUDA tensor
 arrives, so it works on machines without a GPU, and without Triton.
 """
 
+import contextlib
 import importlib.util
 
 import torch
@@ -61,11 +63,38 @@ def _check_arguments(x: Tensor, norm: str, activation: str, axis: int) -> None:
     _first_norm_dim(x, axis)
 
 
+@contextlib.contextmanager
+def _no_kernel_scan():
+    """Defines triton ops without torch's scan of their bodies for Triton kernels (torch 2.13 and
+    later scan at definition, for ahead-of-time packaging): the scan imports Inductor and Dynamo,
+    1.5 s, which ``import graphopt`` must not cost, and it finds nothing here anyway, the kernels
+    being imported only when a CUDA tensor arrives."""
+    from torch._library import triton as library_triton
+
+    scan = getattr(library_triton, "get_inner_triton_kernels", None)
+    if scan is None:
+        yield
+        return
+    library_triton.get_inner_triton_kernels = lambda fn: []
+    try:
+        yield
+    finally:
+        library_triton.get_inner_triton_kernels = scan
+
+
+def _define_op(name: str):
+    def define(fn):
+        with _no_kernel_scan():
+            return _op(f"{NAMESPACE}::{name}", mutates_args=())(fn)
+
+    return define
+
+
 def _register_eager(name: str, body) -> None:
     """Registers ``body`` (with an identity ``wrap``) as the CPU and CUDA kernel of op ``name``."""
 
     def kernel(*args):
-        return body(*args, wrap=torch_triton.no_wrap)
+        return body(*args, wrap=torch_triton.eager_launch)
 
     for key in ("CPU", "CUDA"):
         _EAGER.impl(name, kernel, key)
@@ -85,7 +114,7 @@ def _norm_act(x, weight, bias, norm, activation, eps, axis, wrap):
     return torch_math.norm_act(x, weight, bias, n, a, eps, dim)
 
 
-@_op(f"{NAMESPACE}::{NORM_ACT.torch_name}", mutates_args=())
+@_define_op(NORM_ACT.torch_name)
 def norm_act(
     x: Tensor,
     weight: Tensor | None,
@@ -136,7 +165,7 @@ def _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, wrap):
     return torch_math.norm_act(s, weight, bias, n, a, eps, dim), s
 
 
-@_op(f"{NAMESPACE}::add_{NORM_ACT.torch_name}", mutates_args=())
+@_define_op(f"add_{NORM_ACT.torch_name}")
 def add_norm_act(
     x: Tensor,
     residual: Tensor,
@@ -198,7 +227,7 @@ def _norm_act_linear(
     return torch_math.norm_act_linear(*args)
 
 
-@_op(f"{NAMESPACE}::{NORM_ACT_LINEAR.torch_name}", mutates_args=())
+@_define_op(NORM_ACT_LINEAR.torch_name)
 def norm_act_linear(
     x: Tensor,
     weight: Tensor | None,

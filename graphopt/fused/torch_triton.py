@@ -2,7 +2,7 @@
 
 The launchers take [rows, cols] views with a contiguous last dimension and preallocated
 contiguous outputs; these functions shape the op's arguments that way. ``wrap`` is
-``torch.library.wrap_triton`` when tracing (so torch.compile sees the kernel) and the identity in
+``torch.library.wrap_triton`` when tracing (so torch.compile sees the kernel) and ``eager_launch`` in
 eager mode. The kernel modules are imported on first use: importing them needs Triton.
 """
 
@@ -16,9 +16,21 @@ from torch import Tensor
 from graphopt.dependencies import require
 from graphopt.fused.table import Activation, Norm
 
+# Eager launches go through ``torch_launch.cached`` (a bench turns it off to compare).
+CACHED_LAUNCH = True
+
 
 def no_wrap(kernel):
     return kernel
+
+
+def eager_launch(kernel):
+    """The ``wrap`` of eager calls: the kernel's cached launcher (see ``torch_launch``)."""
+    if not CACHED_LAUNCH:
+        return kernel
+    from graphopt.fused.torch_launch import cached
+
+    return cached(kernel)
 
 
 def _require_triton() -> None:

@@ -75,7 +75,9 @@ def constant_operand(b: Builder, operand: Constant, piece_rank: int, axis: int, 
         return operand.values[0]  # the batch axis lands in broadcast padding: the constant works as is
     arrays = [a.reshape((1,) * (piece_rank - rank) + a.shape) for a in operand.arrays]
     stacked = np.expand_dims(arrays[0], axis) if operand.shared else np.stack(arrays, axis=axis)
-    return b.constant(np.ascontiguousarray(stacked), hint, dtype=operand.values[0].dtype)
+    return b.constant(
+        np.ascontiguousarray(stacked), hint, dtype=operand.values[0].dtype, derived_from=operand.values
+    )
 
 
 def _rank(node: Node, index: int = 0) -> int:
@@ -192,7 +194,9 @@ def _matmul(b: Builder, nodes: list[Node], operands: list[Operand]) -> Batched |
         return Fail(f"matmul {node.name!r} of a vector by per-piece weights")
     left = to_front(b, left)
     stacked = np.stack(right.arrays).reshape((len(nodes),) + (1,) * (rank - 2) + right.arrays[0].shape)
-    weight = b.constant(stacked, f"{node.name}_weights", dtype=right.values[0].dtype)
+    weight = b.constant(
+        stacked, f"{node.name}_weights", dtype=right.values[0].dtype, derived_from=right.values
+    )
     return Batched(b.matmul(left.value, weight), 0)
 
 
@@ -215,7 +219,12 @@ def _linear(b: Builder, nodes: list[Node], operands: list[Operand]) -> Batched |
     )
     out = b.matmul(
         x.value,
-        b.constant(np.ascontiguousarray(transposed), f"{node.name}_weights", dtype=weight.values[0].dtype),
+        b.constant(
+            np.ascontiguousarray(transposed),
+            f"{node.name}_weights",
+            dtype=weight.values[0].dtype,
+            derived_from=weight.values,
+        ),
     )
     if bias is not None:
         out = b.add(out, constant_operand(b, bias, rank, 0, f"{node.name}_bias"))

@@ -5,6 +5,7 @@ from .graph import Dim, Graph, GraphError, Node, Shape, Use, Value, constant_of
 from .infer import broadcast, infer_outputs, normalize_axis
 from .ops import Op, is_canonical, opaque_name
 from .printer import format_graph, format_node, op_counts
+from .provenance import origins, record_origins
 from .tensor import Tensor
 from .verify import verify
 
@@ -28,5 +29,7 @@ __all__ = [
     "normalize_axis",
     "op_counts",
     "opaque_name",
+    "origins",
+    "record_origins",
     "verify",
 ]

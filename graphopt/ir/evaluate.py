@@ -66,6 +66,8 @@ _EVALUATORS: dict[str, Callable] = {
     Op.MUL: lambda n, a, b: a * b,
     Op.DIV: lambda n, a, b: _div(a, b),
     Op.POW: lambda n, a, b: np.power(a, b),
+    Op.LESS: lambda n, a, b: np.less(a, b),
+    Op.WHERE: lambda n, c, x, y: np.where(c, x, y),
     Op.MATMUL: lambda n, a, b: a @ b,
     Op.CAST: lambda n, x: x.astype(n.attrs["to"].numpy),
     Op.RESHAPE: _reshape,

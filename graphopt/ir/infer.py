@@ -71,6 +71,15 @@ def _binary(node: Node) -> list[OutputType]:
     return [(a.dtype or b.dtype, broadcast(a.shape, b.shape))]
 
 
+def _less(node: Node) -> list[OutputType]:
+    return [(DType.BOOL, broadcast(_x(node, 0).shape, _x(node, 1).shape))]
+
+
+def _where(node: Node) -> list[OutputType]:
+    condition, x, y = _x(node, 0), _x(node, 1), _x(node, 2)
+    return [(x.dtype or y.dtype, broadcast(condition.shape, broadcast(x.shape, y.shape)))]
+
+
 def _cast(node: Node) -> list[OutputType]:
     return [(node.attrs["to"], _x(node).shape)]
 
@@ -268,6 +277,8 @@ def _constant(node: Node) -> list[OutputType]:
 _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
     **dict.fromkeys(UNARY_POINTWISE | {Op.IDENTITY, Op.LAYER_NORM, Op.RMS_NORM}, _same),
     **dict.fromkeys(BINARY_POINTWISE, _binary),
+    Op.LESS: _less,
+    Op.WHERE: _where,
     Op.CAST: _cast,
     Op.RESHAPE: _reshape,
     Op.TRANSPOSE: _transpose,

@@ -49,6 +49,9 @@ class Op:
     MUL = "mul"
     DIV = "div"
     POW = "pow"
+    # Comparison and selection (index arithmetic that must keep a lookup's range check)
+    LESS = "less"  # a < b, NumPy broadcasting; bool output
+    WHERE = "where"  # inputs (condition, x, y), NumPy broadcasting
     # Reductions
     REDUCE_MEAN = "reduce_mean"  # axes: tuple[int], keepdims: bool; raw: (x, axes?)
     VAR_MEAN = "var_mean"  # axes, correction: int, keepdims: bool; outputs (var, mean) (aten var_mean)

@@ -9,7 +9,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from ..ir import Graph, GraphError, Node, Value
+from ..ir import Graph, GraphError, Node, Value, record_origins
+from ..ir.provenance import has_origins
 from .origin import note_origin
 from .pattern import Match, NodePattern, match
 from .rule import Builder, Decline, Fail, InPlace, Rule
@@ -244,6 +245,7 @@ def rewrite_match(
     except Decline:
         _undo(graph, builder)
         raise
+    _record_origins(builder, found.matched)
     root = found.root
     if isinstance(results, InPlace):
         if builder.created:
@@ -279,6 +281,16 @@ def rewrite_match(
         note_origin(found.matched, builder.created, pairs)
     readers = [use.node for _, new in pairs for use in new.uses]
     return [*builder.created, *readers]
+
+
+def _record_origins(builder: Builder, matched: Sequence[Node]) -> None:
+    """A constant the rule made without saying what from is taken to come from every constant the
+    match read (too many at worst: what matters is that a weight derived from parameters is known)."""
+    unknown = [value for value in builder.constants if not has_origins(value)]
+    if unknown:
+        read = [value for node in matched for value in node.inputs]
+        for value in unknown:
+            record_origins(value, read)
 
 
 def _shape_change(old: Value, new: Value) -> str | None:

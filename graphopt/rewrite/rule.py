@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import DType, Graph, Node, Tensor, Value
+from ..ir import DType, Graph, Node, Tensor, Value, record_origins
 from .pattern import _OPS_BY_NAME, Match, NodePattern, build_pattern
 
 
@@ -87,10 +87,21 @@ class Builder:
         self.created.append(node)
         return node
 
-    def constant(self, array: np.ndarray | Tensor, name: str, dtype: DType | None = None) -> Value:
+    def constant(
+        self,
+        array: np.ndarray | Tensor,
+        name: str,
+        dtype: DType | None = None,
+        *,
+        derived_from: Sequence[Value | None] | None = None,
+    ) -> Value:
+        """A new constant; ``derived_from``: the constants its values were computed from (else the
+        driver records every constant the match read)."""
         tensor = array if isinstance(array, Tensor) else Tensor.from_array(array, dtype)
         value = self.graph.add_constant(tensor, name)
         value.meta["rule"] = self.rule
+        if derived_from is not None:
+            record_origins(value, derived_from)
         self.constants.append(value)
         return value
 

@@ -166,11 +166,15 @@ def test_each_op_computes_what_it_means(program_and_reference, batch):
         got = got[count:]
 
 
-def test_new_tensors_are_lifted_constants_saved_with_the_program(program_and_reference):
+def test_new_tensors_made_from_no_state_are_non_persistent_buffers_saved_with_the_program(
+    program_and_reference,
+):
     program, _ = program_and_reference
     kinds = {s.arg.name: s for s in program.graph_signature.input_specs}
-    lifted = [s for s in kinds.values() if s.kind == torch.export.graph_signature.InputKind.CONSTANT_TENSOR]
-    assert lifted and all(s.target in program.constants for s in lifted)
+    made = [s for s in kinds.values() if s.target and s.target.startswith("graphopt_")]
+    assert made and all(s.kind == torch.export.graph_signature.InputKind.BUFFER for s in made)
+    assert all(s.persistent is False and s.target in program.constants for s in made)
+    assert {name for name, _ in program.module().named_buffers()} >= {s.target for s in made}
     buffer = io.BytesIO()
     torch.export.save(program, buffer)
     buffer.seek(0)

@@ -39,13 +39,17 @@ def _calls(program):
     return [n for n in program.graph.nodes if n.op == "call_function"]
 
 
-def test_weights_a_pass_stacks_become_constants_of_the_program_not_ops():
+def test_weights_a_pass_stacks_become_parameters_of_the_program_not_ops():
     torch.manual_seed(0)
     program = _export(PerSliceNorm(), torch.randn(3, 32))
     optimized, report = graphopt.optimize(program)
     assert report.verification["ok"]
-    lifted = [s for s in optimized.graph_signature.input_specs if s.kind == InputKind.CONSTANT_TENSOR]
-    assert lifted and all(optimized.constants[s.target].shape[-2:] == (4, 8) for s in lifted)
+    stacked = {s.target for s in optimized.graph_signature.input_specs if s.kind == InputKind.PARAMETER}
+    assert stacked == {"norms.0_to_3.weight", "norms.0_to_3.bias"}
+    assert all(optimized.state_dict[t].shape[-2:] == (4, 8) for t in stacked)
+    assert not optimized.constants
+    merged = ", ".join(f"norms.{i}.weight" for i in range(4))
+    assert f"{merged} merged into parameter norms.0_to_3.weight (1x4x8)" in report.notes
     (x,) = [n for n in optimized.graph.find_nodes(op="placeholder") if n.name == "x"]
     reached = {x}
     for node in optimized.graph.nodes:
@@ -56,10 +60,15 @@ def test_weights_a_pass_stacks_become_constants_of_the_program_not_ops():
 
 def test_parameters_the_passes_no_longer_read_leave_the_program():
     program = tp.program("split_stack", "decomposed")
-    optimized, _ = graphopt.optimize(program)
+    optimized, report = graphopt.optimize(program)
     names = [s.target for s in optimized.graph_signature.input_specs if s.kind == InputKind.PARAMETER]
     assert set(optimized.state_dict) == set(names)
-    assert "linear.weight" not in names  # replaced by the fused op's own copy of it
+    assert names == ["linear.weight", "linear.bias"]  # the fused op reads the Linear's own weights
+    assert optimized.state_dict["linear.weight"].data_ptr() == program.state_dict["linear.weight"].data_ptr()
+    assert (
+        "no longer read (their values were folded into the computation): norm.weight, norm.bias"
+        in (report.notes[-1])
+    )  # (an all-ones scale and a zero shift: the fused norm has neither)
     kept, _ = graphopt.optimize(program, skip=["remove_dead_nodes"])
     assert set(kept.state_dict) == set(program.state_dict)
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch_programs as tp
 from torch import nn
+from torch.export.graph_signature import InputKind
 
 import graphopt
 from graphopt.frontends.torch_export import call_arguments, from_exported_program, user_input_names
@@ -161,7 +162,9 @@ def test_opaque_calls_on_constants_fold_through_torch():
     assert report.verification["ok"]
     targets = {str(n.target) for n in optimized.graph.nodes if n.op == "call_function"}
     assert "aten.flip.default" not in targets
-    assert list(optimized.constants.values())[-1].tolist() == [3.0, 2.0, 1.0, 0.0]
+    (spec,) = [s for s in optimized.graph_signature.input_specs if s.target == "scale_fused"]
+    assert spec.kind == InputKind.BUFFER and spec.persistent  # computed from a persistent buffer
+    assert optimized.state_dict["scale_fused"].tolist() == [3.0, 2.0, 1.0, 0.0]
 
 
 def test_an_optimized_program_reads_back_as_fused_canonical_ops():

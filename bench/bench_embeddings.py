@@ -1,0 +1,236 @@
+"""Embedding-fronted recommendation models on a GPU: N ∈ {8, 32, 128}, B ∈ {512, 4096}, D ∈ {64, 128}.
+
+Model (a) (models/embeddings.py: N tables → LayerNorm → tanh → stack → Linear(D, 1) → ReLU) and, with
+``--models dlrm``, the DLRM-style model (b). For each size: the original in eager PyTorch, the
+hand-batched version (one concatenated table) in eager PyTorch and in ORT's CUDA EP, torch.compile of
+the original, ORT's CUDA EP on the original, and graphopt through torch (direct call, CUDA graph) and
+through ORT (with graphopt's op library). Start-to-finish µs (GPU µs), the largest difference from
+eager, and the bytes of the ONNX models' weights (original vs optimized: the tables are held once).
+
+    python bench/bench_embeddings.py --out OUT [--models a,dlrm] [--n 8,32,128] [--batch 512,4096]
+        [--d 64,128] [--compile default,max-autotune-no-cudagraphs] [--norm shared|per-feature] [--quick]
+
+Writes OUT/embeddings.json and OUT/embeddings.md. The "graphopt ORT" column needs graphopt's ONNX Runtime
+library (``GRAPHOPT_ORT_LIBRARY``, as bench/run_gpu.sh builds and sets it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch  # before onnxruntime
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import graphopt
+from graphopt.benchmark.ort_cuda import ort_cuda_callable
+from graphopt.benchmark.timing import gpu_us, start_to_finish_us
+from graphopt.runtime import cuda_graphed, direct_callable, to_device
+from models.embeddings import Dlrm, EmbeddingStack, HandBatched, dlrm_inputs, example_indices
+from models.onnx_export import export_dynamo
+
+SMALLEST_VOCAB = 1000  # tables of 1,000 to 1,000 + 37 (N - 1) rows: 220 MB of fp32 weights at N=128, D=128
+
+
+def measure(call, reference, iters):
+    output = call()
+    output = output[0] if isinstance(output, tuple | list) else output
+    return {
+        "s2f_us": round(start_to_finish_us(call, warmup=5, iters=iters), 1),
+        "gpu_us": round(gpu_us(call, iters=5), 1),
+        "max_abs_err": float((output.float() - reference).abs().max()),
+    }
+
+
+def attempt(row, label, build, reference, iters):
+    """Times ``build()``'s call; a runtime that fails is a result, not the end of the sweep."""
+    try:
+        row[label] = measure(build(), reference, iters)
+    except Exception as error:
+        row[label] = {"error": f"{type(error).__name__}: {error}"[:200]}
+    torch.cuda.empty_cache()
+
+
+def onnx_bytes(model) -> int:
+    return sum(len(t.raw_data) or t.ByteSize() for t in model.graph.initializer)
+
+
+def ort_feeds(model, inputs):
+    names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    return dict(zip(names, inputs, strict=True))
+
+
+def runtimes(row, module, inputs, hand, compile_modes, iters):
+    """Every runtime on ``module`` (and on ``hand``, its hand-batched form, when given)."""
+    cpu_inputs = tuple(t.cpu() for t in inputs)
+    with torch.no_grad():
+        reference = module(*inputs).float()
+        attempt(row, "eager", lambda: lambda: module(*inputs), reference, iters)
+        if hand is not None:
+            attempt(row, "hand_batched", lambda: lambda: hand(*inputs), reference, iters)
+        for mode in compile_modes:
+            torch._dynamo.reset()
+            compiled = torch.compile(module, mode=mode)
+            attempt(row, f"compile_{mode}", lambda c=compiled: lambda: c(*inputs), reference, iters)
+
+        start = time.perf_counter()
+        program = torch.export.export(module.cpu(), cpu_inputs)
+        optimized, report = graphopt.optimize(program, verify=False)
+        module.cuda()
+        row["graphopt_torch_rules"] = report.rule_counts
+        row["optimize_s"] = round(time.perf_counter() - start, 1)
+        direct = direct_callable(to_device(optimized, "cuda"))
+        attempt(row, "graphopt_torch", lambda: lambda: direct(*inputs), reference, iters)
+        attempt(
+            row,
+            "graphopt_torch_cuda_graph",
+            lambda: (lambda g: lambda: g(*inputs))(cuda_graphed(direct, list(inputs), capture_inputs=True)),
+            reference,
+            iters,
+        )
+        del program, optimized
+
+    original = export_dynamo(module.cpu(), cpu_inputs)
+    module.cuda()
+    optimized, report = graphopt.optimize(original, verify=False)
+    row["graphopt_onnx_ops"] = sorted({n.op_type for n in optimized.graph.node})
+    row["weights_bytes"] = {"original": onnx_bytes(original), "graphopt": onnx_bytes(optimized)}
+    for label, model, library in (("ort", original, False), ("graphopt_ort", optimized, True)):
+        attempt(
+            row,
+            label,
+            lambda m=model, lib=library: ort_cuda_callable(
+                m, ort_feeds(m, inputs), cuda_graph=False, with_library=lib
+            ),
+            reference,
+            iters,
+        )
+    if hand is not None:
+        hand_model = export_dynamo(hand.cpu(), cpu_inputs)
+        hand.cuda()
+        attempt(
+            row,
+            "hand_batched_ort",
+            lambda: ort_cuda_callable(
+                hand_model, ort_feeds(hand_model, inputs), cuda_graph=False, with_library=False
+            ),
+            reference,
+            iters,
+        )
+
+
+def one(model, n, b, d, args):
+    row = {"model": model, "N": n, "B": b, "D": d}
+    started = time.perf_counter()
+    if model == "a":
+        module = EmbeddingStack(n, d, shared_norm=args.norm == "shared", smallest_vocab=SMALLEST_VOCAB)
+        hand = HandBatched(module).cuda().eval() if args.norm == "shared" else None
+        inputs = example_indices(n, b, smallest_vocab=SMALLEST_VOCAB)
+        compile_modes = args.compile
+    else:
+        module, hand = Dlrm(n, d, smallest_vocab=SMALLEST_VOCAB), None
+        inputs = dlrm_inputs(n, b, smallest_vocab=SMALLEST_VOCAB)
+        compile_modes = args.compile[:1]
+    module = module.cuda().eval()
+    inputs = tuple(t.cuda() for t in inputs)
+    runtimes(row, module, inputs, hand, compile_modes, args.iters)
+    row["seconds"] = round(time.perf_counter() - started, 1)
+    return row
+
+
+COLUMNS = (
+    ("eager", "eager"),
+    ("hand_batched", "hand-batched"),
+    ("compile_default", "compile"),
+    ("compile_max-autotune-no-cudagraphs", "compile max-autotune"),
+    ("graphopt_torch", "graphopt torch"),
+    ("graphopt_torch_cuda_graph", "graphopt torch+graph"),
+    ("ort", "ORT CUDA"),
+    ("hand_batched_ort", "hand-batched ORT"),
+    ("graphopt_ort", "graphopt ORT"),
+)
+
+
+def markdown(record) -> str:
+    def cell(r, key):
+        v = r.get(key)
+        if v is None:
+            return "-"
+        return v.get("error", "-")[:40] if "s2f_us" not in v else f"{v['s2f_us']} ({v['gpu_us']})"
+
+    header = (
+        "| model | N | B | D | " + " | ".join(title for _, title in COLUMNS) + " | weights MB orig → opt |"
+    )
+    lines = [
+        f"# Embedding models ({record['device']}, {record['date']}): start-to-finish µs (GPU µs)",
+        "",
+        header,
+        "|" + "---|" * (len(COLUMNS) + 5),
+    ]
+    for r in record["rows"]:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['N']} | {r['B']} | {r['D']} | {r['error'][:80]} |")
+            continue
+        weights = r.get("weights_bytes", {})
+        sizes = f"{weights.get('original', 0) / 1e6:.1f} → {weights.get('graphopt', 0) / 1e6:.1f}"
+        cells = " | ".join(cell(r, key) for key, _ in COLUMNS)
+        lines.append(f"| {r['model']} | {r['N']} | {r['B']} | {r['D']} | {cells} | {sizes} |")
+    return "\n".join(lines) + "\n"
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--models", default="a", help="comma-separated: a (embedding stack), dlrm")
+    parser.add_argument("--n", type=_ints, default=[8, 32, 128])
+    parser.add_argument("--batch", type=_ints, default=[512, 4096])
+    parser.add_argument("--d", type=_ints, default=[64, 128])
+    parser.add_argument(
+        "--compile",
+        type=lambda s: [m for m in s.split(",") if m],
+        default=["default"],
+        help='modes; "" for none',
+    )
+    parser.add_argument("--norm", choices=("shared", "per-feature"), default="shared")
+    parser.add_argument("--iters", type=int, default=50)
+    parser.add_argument("--quick", action="store_true", help="N=128, B=4096, D=64 only")
+    args = parser.parse_args()
+    grid = list(itertools.product(args.models.split(","), args.n, args.batch, args.d))
+    if args.quick:
+        grid = [(m, 128, 4096, 64) for m in args.models.split(",")]
+    rows = []
+    for model, n, b, d in grid:
+        try:
+            rows.append(one(model, n, b, d, args))
+        except Exception as error:
+            rows.append(
+                {"model": model, "N": n, "B": b, "D": d, "error": f"{type(error).__name__}: {error}"[:200]}
+            )
+            torch.cuda.empty_cache()
+        print(json.dumps(rows[-1]), flush=True)
+    record = {
+        "benchmark": "embedding lookups (issue: horizontal fusion of embedding lookups)",
+        "date": datetime.date.today().isoformat(),
+        "device": torch.cuda.get_device_name(),
+        "norm": args.norm,
+        "smallest_vocab": SMALLEST_VOCAB,
+        "rows": rows,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "embeddings.json").write_text(json.dumps(record, indent=2) + "\n")
+    (args.out / "embeddings.md").write_text(markdown(record))
+    print(markdown(record))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Recommendation models written the way their engineers write them: one embedding table per feature.
+
+- `EmbeddingStack`: the seed with its embedding front. N tables (different vocabularies, one width D)
+  → LayerNorm → tanh per feature → stack → Linear(D, 1) → ReLU. ``shared_norm`` selects one LayerNorm
+  for every feature (else one per feature, each with its own scale and bias).
+- `HandBatched`: the same function written by hand as one lookup on one concatenated table (what
+  table-batched embeddings do), for the benchmark's "combined".
+- `Dlrm`: a DLRM-style model: dense features through a bottom MLP, N sparse features through
+  ``nn.EmbeddingBag``, pairwise dot-product interaction, top MLP.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch import nn
+
+from models.seeding import seeded
+
+WEIGHT_SEED = 0
+INPUT_SEED = 1
+
+
+def vocab_sizes(n: int, smallest: int = 50) -> list[int]:
+    """Different vocabulary sizes, as real features have."""
+    return [smallest + 37 * i for i in range(n)]
+
+
+class EmbeddingStack(nn.Module):
+    def __init__(self, n: int = 8, d: int = 64, shared_norm: bool = True, smallest_vocab: int = 50):
+        super().__init__()
+        self.shared_norm = shared_norm
+
+        def build():
+            self.tables = nn.ModuleList(nn.Embedding(rows, d) for rows in vocab_sizes(n, smallest_vocab))
+            norms = 1 if shared_norm else n
+            self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(norms))
+            for norm in self.norms:  # not the identity a fresh LayerNorm is
+                nn.init.normal_(norm.weight, 1.0, 0.1)
+                nn.init.normal_(norm.bias, 0.0, 0.1)
+            self.linear = nn.Linear(d, 1)
+
+        seeded(WEIGHT_SEED, build)
+
+    def forward(self, *indices: torch.Tensor) -> torch.Tensor:
+        features = []
+        for i, (table, ids) in enumerate(zip(self.tables, indices, strict=True)):
+            norm = self.norms[0 if self.shared_norm else i]
+            features.append(torch.tanh(norm(table(ids))))
+        return nn.functional.relu(self.linear(torch.stack(features)))
+
+
+class HandBatched(nn.Module):
+    """`EmbeddingStack` (shared norm) by hand: one table, per-feature row offsets, one 3-D chain."""
+
+    def __init__(self, original: EmbeddingStack):
+        super().__init__()
+        if not original.shared_norm:
+            raise ValueError("HandBatched writes the shared-norm model")
+        weights = [table.weight.detach() for table in original.tables]
+        self.table = nn.Embedding.from_pretrained(torch.cat(weights), freeze=True)
+        rows = torch.tensor([0] + [w.shape[0] for w in weights[:-1]])
+        self.register_buffer("offsets", torch.cumsum(rows, 0).view(-1, 1))
+        self.norm = original.norms[0]
+        self.linear = original.linear
+
+    def forward(self, *indices: torch.Tensor) -> torch.Tensor:
+        ids = torch.stack(indices) + self.offsets
+        return nn.functional.relu(self.linear(torch.tanh(self.norm(self.table(ids)))))
+
+
+def example_indices(
+    n: int = 8, batch: int = 32, smallest_vocab: int = 50, seed: int = INPUT_SEED
+) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(seed)
+    sizes = vocab_sizes(n, smallest_vocab)
+    return tuple(torch.randint(0, rows, (batch,), generator=generator) for rows in sizes)
+
+
+def _mlp(sizes: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for a, b in itertools.pairwise(sizes):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers)
+
+
+class Dlrm(nn.Module):
+    """DLRM: bottom MLP on dense features, an EmbeddingBag per sparse feature, dot interaction, top MLP."""
+
+    def __init__(
+        self,
+        n: int = 8,
+        d: int = 16,
+        dense: int = 13,
+        mode: str = "sum",
+        weighted: bool = False,
+        smallest_vocab=50,
+    ):
+        super().__init__()
+        self.weighted = weighted
+
+        def build():
+            self.bottom = _mlp([dense, 64, d])
+            sizes = vocab_sizes(n, smallest_vocab)
+            self.bags = nn.ModuleList(nn.EmbeddingBag(rows, d, mode=mode) for rows in sizes)
+            pairs = (n + 1) * n // 2
+            self.top = nn.Sequential(_mlp([d + pairs, 64]), nn.Linear(64, 1))
+            rows, cols = torch.tril_indices(n + 1, n + 1, offset=-1)
+            self.register_buffer("rows", rows, persistent=False)
+            self.register_buffer("cols", cols, persistent=False)
+
+        seeded(WEIGHT_SEED, build)
+
+    def forward(self, dense: torch.Tensor, *sparse: torch.Tensor) -> torch.Tensor:
+        x = self.bottom(dense)
+        if self.weighted:
+            ids, weights = sparse[: len(self.bags)], sparse[len(self.bags) :]
+            pooled = [bag(i, per_sample_weights=w) for bag, i, w in zip(self.bags, ids, weights, strict=True)]
+        else:
+            pooled = [bag(i) for bag, i in zip(self.bags, sparse, strict=True)]
+        features = torch.stack([x, *pooled], dim=1)  # [B, N + 1, D]
+        dots = torch.bmm(features, features.transpose(1, 2))
+        interactions = dots[:, self.rows, self.cols]
+        return torch.sigmoid(self.top(torch.cat([x, interactions], dim=1)))
+
+
+def dlrm_inputs(
+    n: int = 8,
+    batch: int = 32,
+    bag: int = 4,
+    dense: int = 13,
+    weighted: bool = False,
+    smallest_vocab: int = 50,
+) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(INPUT_SEED)
+    x = torch.randn(batch, dense, generator=generator)
+    sizes = vocab_sizes(n, smallest_vocab)
+    ids = tuple(torch.randint(0, rows, (batch, bag), generator=generator) for rows in sizes)
+    weights = tuple(torch.rand(batch, bag, generator=generator) for _ in range(n)) if weighted else ()
+    return (x, *ids, *weights)

@@ -1,0 +1,190 @@
+"""batch_embedding_lookups: N embedding lookups, one table each, become one lookup on one table.
+
+A recommendation model looks each sparse feature up in its own table (``nn.Embedding``: an ONNX
+``Gather`` on an initializer, an ``aten.embedding``) and runs the same ops on every result before
+stacking them. This pass concatenates the tables once, at optimize time (the only copy it makes; the
+original tables are no longer read), adds each feature's row offset to its indices, and looks all of
+them up at once: [N, *indices, D]. Each feature's result becomes a gather of its row of that batch,
+which is exactly the split source ``batch_split_chains`` batches from, so the per-feature chains
+become one batched chain after it.
+
+It applies only where that batching will follow: the lookups feed, through identical chains, every
+input of one stack/concat. And only where it saves launches: the index arithmetic below is a handful
+of small kernels, so a few lookups with little after them stay as they are.
+
+Indices out of range keep failing as they did: an index outside *its own* table is mapped past the end
+of the concatenated table (never onto a neighbour's rows), so the runtime's own bounds check raises,
+as it did on the original lookup. ONNX ``Gather`` reads -V..-1 from the end of its table (kept);
+``aten.embedding`` rejects negative indices (kept: they are mapped past the end too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphopt.horizontal.chains import Chain, first_difference, signature, trace_chain
+from graphopt.horizontal.reachability import depends_on_any
+from graphopt.ir import DType, Graph, Node, Op, Tensor, Value, constant_of, opaque_name
+from graphopt.ir.ops import VIEWS
+from graphopt.rewrite import Builder, Fail, NearMiss, Pass, RewriteStats
+from graphopt.rewrite.driver import count_rewrite, may_rewrite, replace_value
+
+RULE = "batch_embedding_lookups"
+ATEN_EMBEDDING = opaque_name("aten", "embedding.default")
+INDEX_TYPES = frozenset({DType.INT64, DType.INT32})
+# Kernels the batched form adds: the indices' stack, up to three comparisons, two additions and three
+# selections; the one lookup comes on top.
+INDEX_KERNELS = 9
+
+
+@dataclass(frozen=True)
+class Lookup:
+    node: Node
+    table: Value  # a constant [rows, dim]
+    indices: Value
+    wraps_negative: bool  # ONNX Gather: -rows..-1 count from the end; aten.embedding: out of range
+
+
+def as_lookup(value: Value) -> Lookup | None:
+    """The embedding lookup that produces ``value``, or None if it is not one."""
+    node = value.producer
+    if node is None or len(node.outputs) != 1:
+        return None
+    if node.op == Op.GATHER and len(node.inputs) == 2:
+        wraps = True
+        if node.input(0).rank is None or node.attrs.get("axis", 0) % max(node.input(0).rank, 1) != 0:
+            return None
+    elif node.op == ATEN_EMBEDDING and len(node.inputs) == 2:
+        wraps = False
+    else:
+        return None
+    table, indices = node.input(0), node.input(1)
+    if table is None or indices is None or constant_of(table) is None or table.rank != 2:
+        return None
+    if constant_of(indices) is not None or indices.dtype not in INDEX_TYPES or indices.shape is None:
+        return None
+    return Lookup(node, table, indices, wraps)
+
+
+@dataclass
+class Group:
+    combine: Node
+    lookups: list[Lookup]
+    chains: list[Chain]
+
+
+def find_group(graph: Graph, combine: Node) -> Group | Fail | None:
+    """Lookups that feed every input of ``combine`` through identical chains, or why they cannot be
+    batched (None when the inputs are not lookups at all: nothing worth reporting)."""
+    if len(combine.inputs) < 2:
+        return None
+    chains = []
+    for value in combine.inputs:
+        chain = trace_chain(graph, value, combine)
+        if isinstance(chain, Fail):
+            return None
+        chains.append(chain)
+    lookups = [as_lookup(c.piece) for c in chains]
+    if sum(lookup is not None for lookup in lookups) < 2:
+        return None
+    if any(lookup is None for lookup in lookups):
+        others = sum(lookup is None for lookup in lookups)
+        return Fail(f"{others} of the {combine.op}'s inputs are not embedding lookups")
+    if len({lookup.node.op for lookup in lookups}) != 1:
+        return Fail("the lookups are of different kinds")
+    if len({lookup.node for lookup in lookups}) != len(lookups):
+        return Fail("one lookup feeds more than one input")
+    reference = signature(chains[0])
+    if any(signature(c) != reference for c in chains[1:]):
+        return Fail(first_difference(chains))
+    for chain in chains:
+        members = set(chain.nodes) or {combine}
+        piece = chain.piece
+        if graph.is_output(piece) or any(use.node not in members for use in piece.uses):
+            return Fail(f"lookup result {piece.name!r} is also read outside its chain")
+    first = lookups[0]
+    for lookup in lookups[1:]:
+        if (lookup.indices.dtype, lookup.indices.shape) != (first.indices.dtype, first.indices.shape):
+            names = f"{lookup.indices.name!r} and {first.indices.name!r}"
+            return Fail(f"indices {names} differ in dtype or shape")
+        if lookup.table.dtype != first.table.dtype:
+            return Fail(f"tables {lookup.table.name!r} and {first.table.name!r} differ in dtype")
+    if sum(not isinstance(d, int) for d in first.indices.shape) > 1:
+        return Fail(f"indices {first.indices.name!r} have more than one symbolic dim")
+    if depends_on_any(graph, [lookup.indices for lookup in lookups], chains):
+        return Fail("one lookup's indices depend on another feature's chain")
+    per_chain = sum(node.op not in VIEWS for node in chains[0].nodes)
+    before, after = len(lookups) * (1 + per_chain), INDEX_KERNELS + 1 + per_chain
+    if before <= after:
+        return Fail(f"{len(lookups)} lookups: batched, about {after} kernels would replace {before}")
+    return Group(combine, lookups, chains)
+
+
+def batch_lookups(graph: Graph, group: Group) -> None:
+    """One lookup on the concatenated tables; each feature's result a gather of its row of it."""
+    lookups = group.lookups
+    # (named after the first lookup, which goes: the batching that follows names its nodes after the combine)
+    b = Builder(graph, RULE, anchor=lookups[0].node)
+    tables: dict[Value, int] = {}  # each distinct table once, at its row offset
+    rows = 0
+    for lookup in lookups:
+        if lookup.table not in tables:
+            tables[lookup.table] = rows
+            rows += lookup.table.shape[0]
+    arrays = [constant_of(table).numpy() for table in tables]
+    dtype = lookups[0].table.dtype
+    joined = Tensor.from_array(np.concatenate(arrays, axis=0), dtype)
+    table = b.constant(joined, graph.fresh_name("embedding_tables"))
+
+    index_type = lookups[0].indices.dtype
+    spread = (len(lookups),) + (1,) * lookups[0].indices.rank  # one value per feature, broadcast
+
+    def per_feature(values, name):
+        return b.constant(np.asarray(values).reshape(spread), graph.fresh_name(name), index_type)
+
+    sizes = per_feature([lk.table.shape[0] for lk in lookups], "table_rows")
+    offsets = per_feature([tables[lk.table] for lk in lookups], "table_offsets")
+    zero = b.constant(np.asarray(0), graph.fresh_name("zero"), index_type)
+    past_end = b.constant(np.asarray(rows), graph.fresh_name("past_end"), index_type)
+
+    indices = b.stack(*(lk.indices for lk in lookups), axis=0)
+    if lookups[0].wraps_negative:
+        indices = b.where(b.less(indices, zero), b.add(indices, sizes), indices)
+    # In range of its own table: shifted to its rows; out of range: past the end, where the runtime's
+    # bounds check fails as it did on the original lookup.
+    shifted = b.where(b.less(indices, sizes), b.add(indices, offsets), past_end)
+    shifted = b.where(b.less(indices, zero), past_end, shifted)
+
+    found = b.gather(table, b.reshape(shifted, shape=(-1,)), axis=0)
+    dims = tuple(d if isinstance(d, int) else -1 for d in lookups[0].indices.shape)
+    batched = b.reshape(found, shape=(len(lookups), *dims, lookups[0].table.shape[1]))
+    for k, lookup in enumerate(lookups):
+        position = b.constant(np.asarray(k), graph.fresh_name("feature"), DType.INT64)
+        replace_value(graph, lookup.node.output, b.gather(batched, position, axis=0), b.created)
+        graph.erase(lookup.node)
+
+
+def run(graph: Graph) -> RewriteStats:
+    stats = RewriteStats()
+    for combine in graph.nodes_of((Op.STACK, Op.CONCAT)):
+        if combine.graph is None:
+            continue
+        group = find_group(graph, combine)
+        if isinstance(group, Fail):
+            stats.near_misses.append(NearMiss(RULE, combine.name, group.reason))
+            continue
+        if group is None or not may_rewrite():
+            continue
+        batch_lookups(graph, group)
+        count_rewrite(RULE, combine.name)
+        stats.counts[RULE] += 1
+    return stats
+
+
+PASS = Pass(
+    RULE,
+    "Look up N embedding tables feeding identical per-feature chains as one table concatenated once.",
+    run,
+)

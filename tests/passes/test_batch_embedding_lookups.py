@@ -1,0 +1,250 @@
+import numpy as np
+import onnx
+import pytest
+import torch
+from exporting import (
+    ONNX_PATHS,
+    export_onnx,
+    feeds_for,
+    float64_reference,
+    near_misses,
+    op_types,
+    optimize_checked,
+    run_onnx,
+)
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
+
+import graphopt
+from models.embeddings import EmbeddingStack, example_indices, vocab_sizes
+
+RULE = "batch_embedding_lookups"
+ONLY_LOOKUPS = [RULE, "remove_dead_nodes"]
+PATHS = (*ONNX_PATHS, "torch.export")
+FEATURES = 12  # lookups with nothing after them: enough of them that batching saves launches
+
+
+class StackedLookups(torch.nn.Module):
+    """N tables looked up and stacked as they are: the lookups' values reach the output unchanged."""
+
+    def __init__(self, rows, d=8, dtypes=None):
+        super().__init__()
+        self.tables = torch.nn.ModuleList(torch.nn.Embedding(r, d) for r in rows)
+
+    def forward(self, *ids):
+        return torch.stack([table(i) for table, i in zip(self.tables, ids, strict=True)])
+
+
+class ReadElsewhere(StackedLookups):
+    def forward(self, *ids):
+        looked = [torch.tanh(table(i)) for table, i in zip(self.tables, ids, strict=True)]
+        return torch.stack(looked), self.tables[0](ids[0]) * 2
+
+
+class MixedWidths(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Embedding(10, 8), torch.nn.Embedding(12, 4)
+
+    def forward(self, i, j):
+        return torch.cat([torch.tanh(self.a(i)), torch.tanh(self.b(j))], dim=-1)
+
+
+class TableAsInput(torch.nn.Module):
+    def forward(self, ids_a, ids_b, table_a, table_b):
+        a = torch.nn.functional.embedding(ids_a, table_a)
+        b = torch.nn.functional.embedding(ids_b, table_b)
+        return torch.stack([torch.tanh(a), torch.tanh(b)])
+
+
+def _ids(rows, batch=6, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return tuple(torch.randint(0, r, (batch,), generator=generator) for r in rows)
+
+
+def _optimize(module, args, path, **options):
+    if path == "torch.export":
+        return optimize_checked_program(torch.export.export(module.eval(), args), **options)
+    return optimize_checked(export_onnx(module, args, path), **options)
+
+
+def optimize_checked_program(program, **options):
+    optimized, report = graphopt.optimize(program, check_each_pass=True, **options)
+    assert report.verification["ok"], report.verification["summary"]
+    return optimized, report
+
+
+def _lookups(optimized) -> list[str]:
+    if isinstance(optimized, onnx.ModelProto):
+        return [n.input[0] for n in optimized.graph.node if n.op_type == "Gather"]
+    targets = [str(n.target) for n in optimized.graph.nodes if n.op == "call_function"]
+    return [t for t in targets if "embedding" in t or "index_select" in t]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_model_a_shared_norm_is_one_lookup_and_one_fused_kernel(path):
+    module, args = EmbeddingStack(n=6, d=16), example_indices(6, batch=8)
+    optimized, report = _optimize(module, args, path)
+    assert report.rule_counts[RULE] == 1
+    assert len(_lookups(optimized)) == 1
+    if path == "torch.export":
+        names = [str(n.target) for n in optimized.graph.nodes if n.op == "call_function"]
+        assert names[-1] == "graphopt.norm_act_linear.default"
+        assert not any(op in name for name in names for op in ("embedding", "aten.stack", "aten.select"))
+    else:
+        types = op_types(optimized)
+        assert types[-1] == "NormActLinear" and types.count("Gather") == 1
+        assert not {"LayerNormalization", "Tanh", "Unsqueeze"} & set(types)
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_concatenated_table_is_the_only_copy(path):
+    rows = vocab_sizes(FEATURES)
+    module = StackedLookups(rows)
+    model = export_onnx(module, _ids(rows), path)
+    before = sum(t.ByteSize() for t in model.graph.initializer)
+    optimized, _ = optimize_checked(model, only=ONLY_LOOKUPS)
+    tables = [t for t in optimized.graph.initializer if len(t.dims) == 2 and t.dims[1] == 8]
+    assert [tuple(t.dims) for t in tables] == [(sum(rows), 8)]
+    assert [n for n in optimized.graph.node if n.op_type == "Gather" and n.input[0] == tables[0].name] != []
+    assert not {t.name for t in model.graph.initializer if len(t.dims) == 2} & {
+        t.name for t in optimized.graph.initializer
+    }
+    table_bytes = sum(t.ByteSize() for t in tables)
+    assert table_bytes == pytest.approx(before, rel=0.01)
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_lookups_are_exact_in_onnx_runtime_with_negative_indices(path):
+    rows = vocab_sizes(FEATURES)
+    module = StackedLookups(rows)
+    model = export_onnx(module, _ids(rows), path)
+    optimized, report = optimize_checked(model, only=ONLY_LOOKUPS)
+    assert report.rule_counts[RULE] == 1
+    ids = tuple(torch.tensor([0, r - 1, -1, -r, 3, 1]) for r in rows)
+    expected = run_onnx(model, feeds_for(model, ids))
+    np.testing.assert_array_equal(run_onnx(optimized, feeds_for(optimized, ids))[0], expected[0])
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+@pytest.mark.parametrize("bad", ["past_own_table", "below_own_table"])
+def test_out_of_range_index_fails_as_in_the_original(path, bad):
+    rows = vocab_sizes(FEATURES)
+    module = StackedLookups(rows)
+    model = export_onnx(module, _ids(rows), path)
+    optimized, _ = optimize_checked(model, only=ONLY_LOOKUPS)
+    index = rows[1] if bad == "past_own_table" else -rows[1] - 1  # a neighbour's row once offset
+    ids = (torch.arange(6), torch.tensor([2, index, 0, 1, 2, 3]), *(torch.arange(6),) * (FEATURES - 2))
+    for graph in (model, optimized):
+        with pytest.raises(InvalidArgument, match="out of data bounds"):
+            run_onnx(graph, feeds_for(graph, ids))
+
+
+@pytest.mark.parametrize("index", ["past_own_table", "negative"])
+def test_out_of_range_index_fails_in_torch_as_in_the_original(index):
+    rows = vocab_sizes(FEATURES)
+    module = StackedLookups(rows).eval()
+    program = torch.export.export(module, _ids(rows))
+    optimized, report = optimize_checked_program(program, only=ONLY_LOOKUPS)
+    assert report.rule_counts[RULE] == 1
+    good = tuple(torch.tensor([0, r - 1, 2, 1, 0, 3]) for r in rows)
+    torch.testing.assert_close(optimized.module()(*good), module(*good), rtol=0, atol=0)
+    value = rows[1] if index == "past_own_table" else -1
+    bad = (good[0], torch.tensor([0, value, 1, 1, 1, 1]), *good[2:])
+    for run in (module, program.module(), optimized.module()):
+        with pytest.raises(IndexError, match="index out of range"):
+            run(*bad)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_per_feature_norms_batch_and_match_the_original(path):
+    module, args = EmbeddingStack(n=8, d=8, shared_norm=False), example_indices(8, batch=5)
+    optimized, report = _optimize(module, args, path)
+    assert report.rule_counts[RULE] == 1 and report.rule_counts["batch_split_chains"] == 1
+    assert len(_lookups(optimized)) == 1
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("widths", "differs from chain 0"),
+        ("index_types", "differ in dtype or shape"),
+        ("read_elsewhere", "also read"),
+        ("few", "kernels would replace"),
+    ],
+)
+def test_declines_with_a_reason(case, reason):
+    if case == "widths":
+        module, args = MixedWidths(), _ids([10, 12])
+    elif case == "index_types":
+        module, args = StackedLookups([10, 12]), (_ids([10])[0], _ids([12])[0].to(torch.int32))
+        module.forward = lambda *ids: torch.stack(
+            [torch.tanh(t(i)) for t, i in zip(module.tables, ids, strict=True)]
+        )
+    elif case == "few":
+        module, args = StackedLookups([10, 12, 14]), _ids([10, 12, 14])
+    else:
+        module, args = ReadElsewhere([10, 12]), _ids([10, 12])
+    model = export_onnx(module, args, "dynamo")
+    optimized, report = optimize_checked(model)
+    assert RULE not in report.rule_counts
+    misses = near_misses(report, RULE)
+    if case == "widths":  # chains of different shapes are not one group: nothing to report
+        assert op_types(optimized).count("Gather") == 2
+    else:
+        assert any(reason in m for m in misses), misses
+
+
+def test_table_that_is_not_a_constant_is_left_alone():
+    args = (*_ids([10, 12]), torch.randn(10, 4), torch.randn(12, 4))
+    model = export_onnx(TableAsInput(), args, "dynamo")
+    optimized, report = optimize_checked(model)
+    assert RULE not in report.rule_counts and not near_misses(report, RULE)
+    assert op_types(optimized).count("Gather") == 2
+
+
+class SharedTables(torch.nn.Module):
+    """Features read two tables in turn: each is stored once in the concatenation."""
+
+    def __init__(self):
+        super().__init__()
+        self.t, self.u = torch.nn.Embedding(20, 8), torch.nn.Embedding(30, 8)
+
+    def forward(self, *ids):
+        return torch.stack([torch.tanh((self.u if k % 2 else self.t)(i)) for k, i in enumerate(ids)])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_a_table_read_twice_is_stored_once(path, dtype):
+    ids = _ids([20] * 8, batch=5)
+    module = SharedTables().to(dtype).eval()
+    model = export_onnx(module, ids, path)
+    optimized, report = optimize_checked(model, only=ONLY_LOOKUPS)
+    assert report.rule_counts[RULE] == 1
+    assert [tuple(t.dims) for t in optimized.graph.initializer if len(t.dims) == 2 and t.dims[1] == 8] == [
+        (50, 8)
+    ]
+    expected = run_onnx(model, feeds_for(model, ids))[0]
+    np.testing.assert_array_equal(run_onnx(optimized, feeds_for(optimized, ids))[0], expected)
+
+
+class SixFeatures(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = EmbeddingStack(n=6, d=8)
+
+    def forward(self, a, b, c, d, e, f):
+        return self.model(a, b, c, d, e, f)
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_symbolic_batch(path):
+    module = SixFeatures().eval()
+    model = export_onnx(module, example_indices(6, batch=6), path, dynamic_shapes=[(0,)] * 6)
+    optimized, report = optimize_checked(model)
+    assert report.rule_counts[RULE] == 1 and op_types(optimized).count("Gather") == 1
+    ids = example_indices(6, batch=9, seed=3)
+    (expected,) = float64_reference(module, ids)
+    np.testing.assert_allclose(
+        run_onnx(optimized, feeds_for(optimized, ids))[0], expected, rtol=1e-5, atol=1e-5
+    )
