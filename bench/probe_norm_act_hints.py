@@ -45,9 +45,10 @@ def hinted_norm_act(
         x = tl.load(X + off, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
     else:
         x = tl.load(X + off, mask=mask, other=0.0).to(tl.float32)
-    shift, rstd = block_stats(x, mask, cols, 0, eps, False)
+    first = tl.load(X + row * cols, mask=row < rows, other=0.0).to(tl.float32)
+    centered, rstd = block_stats(x, first, mask, cols, 0, eps, False)
     scale, bias = load_affine(W, B, offs, col_ok, 1, 1)
-    y = normalize_activate(x, shift, rstd, scale, bias, activation, Y.dtype.element_ty).to(Y.dtype.element_ty)
+    y = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty).to(Y.dtype.element_ty)
     if STREAM_STORE:
         tl.store(Y + off, y, mask=mask, cache_modifier=".cs")
     else:

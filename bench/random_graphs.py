@@ -4,10 +4,13 @@
     python bench/random_graphs.py --count 1000 --form torch
     python bench/random_graphs.py --count 20 --start 4711       # replay a range (a failure's seed)
 
-For each program: the optimized model computes what the original computes, verify(graph) holds after
-every pass, and optimizing the optimized model gives the same model (models/random_checks.py). The
-figures (graphs, failures with their seeds, time, rules exercised, machine, date) go to
-bench/results/random_graphs_<form>.json; the exit code is 1 if any graph failed.
+For each program: the optimized model computes what the original computes on every draw of the
+numeric check (standard-normal inputs and the adversarial ones: rows with a large common offset,
+large magnitudes, constant rows; graphopt/draws.py), drawn afresh for each program, verify(graph)
+holds after every pass, and optimizing the optimized model gives the same model
+(models/random_checks.py). The figures (graphs, failures with their seeds and the draw each failed
+on, time, rules exercised, machine, date) go to bench/results/random_graphs_<form>.json; the exit
+code is 1 if any graph failed.
 """
 
 from __future__ import annotations
@@ -56,7 +59,12 @@ def run_one(job: tuple[int, str]) -> dict:
         return {"seed": seed, "rules": rules, "dtype": program.dtype}
     except Exception as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        return {"seed": seed, "error": f"{type(error).__name__}: {message[:500]}"}
+        failure = {"seed": seed, "error": f"{type(error).__name__}: {message[:500]}"}
+        report = getattr(error, "report", None)
+        if report is not None and report.verification:
+            failed = [d["name"] for d in report.verification.get("draws", ()) if not d["ok"]]
+            failure["draws"] = failed
+        return failure
     finally:
         signal.alarm(0)
 
@@ -73,16 +81,20 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=None, help="default: bench/results/random_graphs_<form>.json"
     )
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    from graphopt.draws import random_draws
+    from graphopt.ir import DType
 
     jobs = [(seed, args.form) for seed in range(args.start, args.start + args.count)]
     started = time.perf_counter()
-    rules, graphs_with_rule, dtypes = Counter(), Counter(), Counter()
+    rules, graphs_with_rule, dtypes, failed_draws = Counter(), Counter(), Counter(), Counter()
     failures = []
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.workers, initializer=_init_worker, maxtasksperchild=500) as pool:
         for done, result in enumerate(pool.imap_unordered(run_one, jobs, chunksize=8), 1):
             if "error" in result:
                 failures.append(result)
+                failed_draws.update(result.get("draws", ()))
                 print(f"seed {result['seed']}: {result['error']}", flush=True)
             else:
                 rules.update(result["rules"])
@@ -93,12 +105,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{done}/{len(jobs)} graphs, {len(failures)} failures, {rate:.1f} graphs/s", flush=True)
     seconds = time.perf_counter() - started
     record = {
-        "what": "random programs: outputs preserved, verify(graph) after every pass, optimize twice = once",
+        "what": (
+            "random programs: outputs preserved on every draw of the numeric check, verify(graph) after "
+            "every pass, optimize twice = once"
+        ),
+        "draws": [d.name for d in random_draws({"x": (DType.FLOAT32, (2, 8))})],
         "form": args.form,
         "seeds": [args.start, args.start + args.count - 1],
         "graphs": len(jobs),
         "failures": len(failures),
         "failed": sorted(failures, key=lambda f: f["seed"]),
+        "failures_by_draw": dict(failed_draws),
         "seconds": round(seconds, 1),
         "graphs_per_second": round(len(jobs) / seconds, 2),
         "workers": args.workers,

@@ -31,7 +31,8 @@ for s in $stages; do
   case $s in
     tests) TAIL=8 stage tests python3 -m pytest -q -p no:cacheprovider -x tests/ort/test_ort_cuda.py \
              tests/fused/test_torch_triton.py tests/kernels/test_cuda_launch.py \
-             tests/kernels/test_activations.py tests/kernels/test_norm_act.py ;;
+             tests/kernels/test_activations.py tests/kernels/test_norm_act.py \
+             tests/kernels/test_norm_act_linear.py ;;
     ort) stage ort python3 bench/bench_ort_cuda.py --out "$results" ;;
     seed) stage seed python3 -m graphopt.benchmark models/split_stack.pt2 --out "$results" ;;
     sweep) stage sweep python3 bench/bench_seed_sweep.py --out "$results" ;;

@@ -1,8 +1,9 @@
 """The numeric check: the original model's outputs on fixed inputs, and how a candidate compares.
 
-The original runs once (``Reference.of``); every candidate (the optimized model, and each replay while
-bisecting) runs on the same inputs and is compared with per-dtype tolerances. Runs happen one after
-the other, so at most one runtime session (and one copy of the weights) is alive at a time.
+The original runs once (``Reference.of``) on each draw of inputs (``graphopt.draws``); every candidate
+(the optimized model, and each replay while bisecting) runs on the same draws, one session for all of
+them, and is compared with per-dtype tolerances. Runs happen one after the other, so at most one
+runtime session (and one copy of the weights) is alive at a time.
 """
 
 from __future__ import annotations
@@ -18,62 +19,65 @@ import numpy as np
 
 from . import io
 from .dependencies import MissingDependency
+from .draws import Draw, random_draws
 from .errors import BadInput
 from .ir import DType, Graph
 from .npz_inputs import feeds_from_arrays, load_npz
-from .numeric import Tolerance, compare, input_specs, random_inputs, resolve_tolerances
+from .numeric import Tolerance, compare, input_specs, resolve_tolerances
 
 log = logging.getLogger(__name__)
 
 Inputs = Mapping[str, np.ndarray] | str | os.PathLike
 
 
-def prepare_feeds(
+def prepare_draws(
     graph: Graph,
     *,
     inputs: Inputs | None = None,
     seed: int = 0,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
-) -> dict[str, np.ndarray]:
-    """The check's inputs: the given arrays (or .npz file), else random ones that fit the graph."""
+) -> list[Draw]:
+    """The check's inputs: the given arrays (or .npz file), else random draws that fit the graph
+    (``draws.random_draws``: a standard-normal draw and draws that stress the dtypes)."""
     if inputs is not None:
         if input_shapes:
             raise BadInput("give either --inputs or --input-shape, not both (the arrays fix the shapes)")
         arrays = load_npz(inputs) if isinstance(inputs, str | os.PathLike) else inputs
-        return feeds_from_arrays(graph, arrays)
+        return [Draw("given", feeds_from_arrays(graph, arrays))]
     try:
         specs = input_specs(graph, input_shapes)
     except ValueError as error:
         raise BadInput(str(error)) from None
-    return random_inputs(specs, seed)
+    return random_draws(specs, seed)
 
 
-def run_model(frontend: str, model: Any, feeds: dict[str, np.ndarray], base: Path | None):
-    """(output names, output arrays) of an ONNX model in ONNX Runtime (without its own graph
-    optimizations, which change numerics) or a program in torch."""
-    from .runners import run_onnx, run_program
+def run_model(frontend: str, model: Any, draws: Sequence[Draw], base: Path | None):
+    """(output names, the outputs of each draw) of an ONNX model in ONNX Runtime (one session,
+    without ONNX Runtime's own graph optimizations, which change numerics) or a program in torch."""
+    from .runners import run_onnx_many, run_program_many
 
+    feeds = [draw.feeds for draw in draws]
     if frontend == "onnx":
-        return run_onnx(model, feeds, base, exact=True)
-    return run_program(model, feeds)
+        return run_onnx_many(model, feeds, base, exact=True)
+    return run_program_many(model, feeds)
 
 
 @dataclass
 class Reference:
     frontend: str
-    feeds: dict[str, np.ndarray]
+    draws: list[Draw]
     names: list[str]
-    outputs: list[Any]
+    outputs: list[list[Any]]  # per draw
     base: Path | None
     tolerances: dict[DType, Tolerance]
 
     @classmethod
-    def of(cls, source: io.Source, feeds: dict[str, np.ndarray], tolerances=None) -> Reference:
+    def of(cls, source: io.Source, draws: Sequence[Draw], tolerances=None) -> Reference:
         """Runs the original model; BadInput if it cannot run (it is then no reference for anything)."""
         base = source.path.parent if source.path is not None else source.graph.meta.get("base_dir")
         runtime = "ONNX Runtime" if source.frontend == "onnx" else "torch"
         try:
-            names, outputs = run_model(source.frontend, source.original, feeds, base)
+            names, outputs = run_model(source.frontend, source.original, draws, base)
         except MissingDependency as error:
             raise MissingDependency(f"{error}; or skip the check with --no-verify") from None
         except Exception as error:  # each runtime raises its own kinds; all mean the model does not run
@@ -81,17 +85,45 @@ class Reference:
                 f"{source.label}: {runtime} cannot run the model for the numeric check "
                 f"({_first_line(error)}); use --no-verify to skip the check"
             ) from None
-        return cls(source.frontend, feeds, names, outputs, base, resolve_tolerances(tolerances))
+        return cls(source.frontend, list(draws), names, outputs, base, resolve_tolerances(tolerances))
+
+    @property
+    def feeds(self) -> dict[str, np.ndarray]:
+        """The first draw's inputs (the given ones, or the standard-normal draw)."""
+        return self.draws[0].feeds
 
     def check(self, model: Any) -> dict[str, Any]:
-        """The verdict on ``model`` (JSON-ready); a model that fails to run is a mismatch."""
+        """The verdict on ``model`` (JSON-ready): the first draw it fails on, else the first draw's
+        comparison; a model that fails to run is a mismatch."""
         try:
-            _, actual = run_model(self.frontend, model, self.feeds, self.base)
+            _, actual = run_model(self.frontend, model, self.draws, self.base)
         except Exception as error:  # a model we wrote that does not run is a wrong model
             log.info("the candidate model fails to run: %s", error)
             why = f"the optimized model fails to run ({_first_line(error)})"
             return {"ok": False, "summary": why, "outputs": []}
-        return compare(self.outputs, actual, self.names, self.tolerances)
+        verdicts = [
+            compare(
+                want,
+                got,
+                self.names,
+                draw.tolerances(self.tolerances),
+                stress=draw.stress,
+                ill_conditioned=draw.ill_conditioned,
+            )
+            for draw, want, got in zip(self.draws, self.outputs, actual, strict=True)
+        ]
+        draws = [
+            {"name": d.name, "ok": v["ok"], "summary": v["summary"]}
+            for d, v in zip(self.draws, verdicts, strict=True)
+        ]
+        failed = [(d, v) for d, v in zip(self.draws, verdicts, strict=True) if not v["ok"]]
+        if not failed:
+            return {**verdicts[0], "draws": draws}
+        draw, verdict = failed[0]
+        summary = (
+            verdict["summary"] if len(self.draws) == 1 else f"on the {draw.name} inputs, {verdict['summary']}"
+        )
+        return {**verdict, "summary": summary, "draws": draws}
 
     def describe_inputs(self) -> dict[str, Any]:
         return {name: {"dtype": str(a.dtype), "shape": list(a.shape)} for name, a in self.feeds.items()}

@@ -33,7 +33,7 @@ def verify_models(
     usable or not comparable. ``trust_pickle``: load .pt2 archives that would unpickle objects.
     ``other_outputs``: files the caller will write, refused if either model reads them."""
     from . import io
-    from .checking import Reference, prepare_feeds
+    from .checking import Reference, prepare_draws
     from .frontends.pt2_pickles import pickle_trust
 
     with pickle_trust(trust_pickle):
@@ -48,11 +48,11 @@ def verify_models(
             "expected two models of one kind"
         )
     _check_interfaces(first, second)
-    feeds = prepare_feeds(first.graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
+    draws = prepare_draws(first.graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
     # One model's weights at a time: the second graph is dropped before anything runs.
     candidate = second.original
     del second
-    reference = Reference.of(first, feeds, tolerances)
+    reference = Reference.of(first, draws, tolerances)
     del first
     verdict = reference.check(candidate)
     verdict["inputs"] = reference.describe_inputs()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,26 +52,66 @@ def run_onnx(
     *,
     exact: bool = False,
 ) -> tuple[list[str], list[Any]]:
+    names, (outputs,) = run_onnx_many(model, [feeds], source_dir, exact=exact)
+    return names, outputs
+
+
+def run_onnx_many(
+    model: onnx.ModelProto | str | Path,
+    draws: Sequence[dict[str, np.ndarray]],
+    source_dir: Path | None = None,
+    *,
+    exact: bool = False,
+) -> tuple[list[str], list[list[Any]]]:
+    """(output names, the outputs of each set of feeds), all from one session."""
     session = onnx_session(model, source_dir, exact=exact)
     names = [o.name for o in session.get_outputs()]
     wanted = {i.name for i in session.get_inputs()}
-    return names, session.run(None, {k: v for k, v in feeds.items() if k in wanted})
+    return names, [session.run(None, {k: v for k, v in feeds.items() if k in wanted}) for feeds in draws]
 
 
 def run_program(program, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[Any]]:
     """Runs an ExportedProgram on its user inputs (given by placeholder name)."""
+    names, (outputs,) = run_program_many(program, [feeds])
+    return names, outputs
+
+
+def run_program_many(program, draws: Sequence[dict[str, np.ndarray]]) -> tuple[list[str], list[list[Any]]]:
+    """(output names, the outputs of each set of feeds); bfloat16 outputs come back as ml_dtypes
+    bfloat16 arrays, so that they are compared with bfloat16's tolerance."""
     import torch
 
-    from .frontends.torch_arrays import to_torch
+    from .frontends.torch_state import mutated_targets, runnable_module
+
+    # Built once (building costs more than running a small program), on copies of the buffers the
+    # program writes, so the program is left as it was; each run starts from those buffers as they
+    # were, as a single run would.
+    module = runnable_module(program)
+    written = {target: _state(module, target) for target in mutated_targets(program)}
+    initial = {target: tensor.detach().clone() for target, tensor in written.items()}
+    results = []
+    for feeds in draws:
+        results.append(_run_module(program, module, feeds))
+        with torch.no_grad():
+            for target, tensor in written.items():
+                tensor.copy_(initial[target])
+    names = [f"output_{i}" for i in range(len(results[0]))] if results else []
+    return names, results
+
+
+def _state(module, target: str):
+    owner, _, leaf = target.rpartition(".")
+    return getattr(module.get_submodule(owner) if owner else module, leaf)
+
+
+def _run_module(program, module, feeds: dict[str, np.ndarray]) -> list[Any]:
+    import torch
+
+    from .frontends.torch_arrays import to_numpy, to_torch
     from .frontends.torch_export import call_arguments
-    from .frontends.torch_state import runnable_module
 
     tensors = {name: to_torch(array) for name, array in feeds.items()}
     args, kwargs = call_arguments(program, tensors)
     with torch.no_grad():
-        outputs = runnable_module(program)(*args, **kwargs)  # (on copies of the buffers it writes)
-    flat = torch.utils._pytree.tree_leaves(outputs)
-    names = [f"output_{i}" for i in range(len(flat))]
-    return names, [
-        o.detach().float().numpy() if o.dtype == torch.bfloat16 else o.detach().numpy() for o in flat
-    ]
+        outputs = module(*args, **kwargs)
+    return [to_numpy(o) for o in torch.utils._pytree.tree_leaves(outputs)]

@@ -3,6 +3,8 @@
 Statistics and arithmetic run in float32 (float64 for float64 inputs, so gradients can be checked
 in double precision); results take the input's dtype. A residual is added in storage precision,
 as the unfused graph and the Triton kernel do, and the rounded sum is what gets normalized.
+Layer norm's statistics are taken of the input shifted by its first element, as the kernels take
+them (graphopt/kernels/row_norm.py): rows with a large common offset keep their precision.
 """
 
 from __future__ import annotations
@@ -84,7 +86,13 @@ def norm_act(x, weight, bias, norm: Norm, activation: Activation, eps: float, ax
     shape = s.shape[axis:]
     w = _as(weight, cd)
     if norm is Norm.LAYER:
-        z = F.layer_norm(s, shape, w, _as(bias, cd), eps)
+        # Not F.layer_norm: its statistics lose the low bits of rows with a large common offset
+        # (1000 + 0.1 * noise: 8e-4 off in float32, 0.15 after a scale of 200).
+        z, _ = _layer_statistics(s, tuple(range(axis % s.dim(), s.dim())), eps)
+        if w is not None:
+            z = z * w
+        if bias is not None:
+            z = z + bias.to(cd)
     else:
         z = F.rms_norm(s, shape, w, eps)
         if bias is not None:
@@ -102,12 +110,20 @@ def norm_act_linear(
     return activate(out_activation, y).to(x.dtype).contiguous()
 
 
+def _layer_statistics(s: torch.Tensor, dims: tuple[int, ...], eps: float):
+    """(normalized s, 1 / std) of layer norm over ``dims``, taken of s minus its first element
+    there: differences of nearby floats are exact, so a large common offset costs no precision."""
+    first = s[(Ellipsis, *(slice(0, 1) for _ in dims))]
+    shifted = s - first
+    var, mean = torch.var_mean(shifted, dims, correction=0, keepdim=True)
+    rstd = torch.rsqrt(var + eps)
+    return (shifted - mean) * rstd, rstd
+
+
 def _statistics(s: torch.Tensor, norm: Norm, eps: float, dims: tuple[int, ...]):
     """(normalized s, 1 / std) over ``dims``, recomputed for the backward pass."""
     if norm is Norm.LAYER:
-        var, mean = torch.var_mean(s, dims, correction=0, keepdim=True)
-        rstd = torch.rsqrt(var + eps)
-        return (s - mean) * rstd, rstd
+        return _layer_statistics(s, dims, eps)
     rstd = torch.rsqrt(s.square().mean(dims, keepdim=True) + eps)
     return s * rstd, rstd
 

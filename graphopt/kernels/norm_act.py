@@ -24,10 +24,12 @@ from graphopt.kernels.launch_rules import (
 from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import (
     block_stats,
+    center,
     chunk_stats_update,
     finish_stats,
     load_affine,
     normalize_activate,
+    row_shift,
 )
 
 EARLY_AFFINE_COLS = tl.constexpr(1024)  # rows up to this long load scale and bias with the row
@@ -50,9 +52,21 @@ def _load_sum(X, R, S, x_off, r_off, s_off, mask, has_residual, write_sum):
 
 
 @triton.jit
-def _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN: tl.constexpr):
-    shift, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
-    y = normalize_activate(x, shift, rstd, scale, bias, activation, Y.dtype.element_ty)
+def _load_first(X, R, x_row, r_row, row_ok, has_residual):
+    """The first element of each row (of X + R, rounded as ``_load_sum`` rounds it) as fp32: the
+    shift of the row's statistics. (A load of its own, from the cache line the row's load brings
+    in: getting one column out of a tile would take a reduction.)"""
+    x = tl.load(X + x_row, mask=row_ok, other=0.0)
+    if has_residual:
+        r = tl.load(R + r_row, mask=row_ok, other=0.0)
+        x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+    return x.to(tl.float32)
+
+
+@triton.jit
+def _finish_block(x, first, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN: tl.constexpr):
+    centered, rstd = block_stats(x, first, mask, cols, norm, eps, EVEN)
+    y = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
     tl.store(Y + y_off, y.to(Y.dtype.element_ty), mask=mask)
 
 
@@ -81,12 +95,13 @@ def norm_act_kernel(
                 # Short rows: scale and bias in flight with the row, not waited for after its sums.
                 scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
             x = _load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
-            shift, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
+            first = _load_first(X, R, row * stride_x, row * stride_r, row_ok, has_residual)
+            centered, rstd = block_stats(x, first, mask, cols, norm, eps, EVEN)
             if BLOCK_N > EARLY_AFFINE_COLS:
                 # Long rows load them only now (from L1/L2), keeping no extra registers live
                 # through the statistics.
                 scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-            y = normalize_activate(x, shift, rstd, scale, bias, activation, Y.dtype.element_ty)
+            y = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
             tl.store(Y + y_off, y.to(Y.dtype.element_ty), mask=mask)
         else:
             # A program also takes blocks pid + i * grid, loading the next block before finishing
@@ -94,26 +109,32 @@ def norm_act_kernel(
             # afford keeping scale and bias in registers across the blocks.
             scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
             x = _load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
+            first = _load_first(X, R, row * stride_x, row * stride_r, row_ok, has_residual)
             for i in range(1, ITERS):
                 nrow = (pid + i * tl.num_programs(0)) * BLOCK_M + tl.arange(0, BLOCK_M)
-                nmask = (nrow < rows)[:, None] & col_ok[None, :]
+                nrow_ok = nrow < rows
+                nmask = nrow_ok[:, None] & col_ok[None, :]
                 nx_off, nr_off = nrow[:, None] * stride_x + offs, nrow[:, None] * stride_r + offs
                 ny_off = nrow[:, None] * cols + offs
                 nx = _load_sum(X, R, S, nx_off, nr_off, ny_off, nmask, has_residual, True)
-                _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN)
-                x, y_off, mask = nx, ny_off, nmask
-            _finish_block(x, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN)
+                nfirst = _load_first(X, R, nrow * stride_x, nrow * stride_r, nrow_ok, has_residual)
+                _finish_block(x, first, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN)
+                x, first, y_off, mask = nx, nfirst, ny_off, nmask
+            _finish_block(x, first, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN)
     else:
         x_row = row[:, None] * stride_x
         r_row = row[:, None] * stride_r
         y_row = row[:, None] * cols
+        # Shifted one-pass statistics: a second pass over the row would re-read it from memory.
+        shift = row_shift(_load_first(X, R, row * stride_x, row * stride_r, row_ok, has_residual), norm)
         mean = tl.zeros([BLOCK_M], tl.float32)
         m2 = tl.zeros([BLOCK_M], tl.float32)
         for start in range(0, cols, BLOCK_N):
             idx = start + offs
             mask = row_ok[:, None] & (idx < cols)[None, :]
             x = _load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, True)
-            mean, m2 = chunk_stats_update(x, mask, start, cols, norm, mean, m2, BLOCK_N)
+            shifted = tl.where(mask, x - shift[:, None], 0.0)
+            mean, m2 = chunk_stats_update(shifted, mask, start, cols, norm, mean, m2, BLOCK_N)
         rstd = finish_stats(m2, cols, eps)
         # The second pass recomputes X + R rather than reading back ResidualSum: no ordering
         # between this program's stores and loads is needed, and the re-read mostly hits L2.
@@ -123,7 +144,8 @@ def norm_act_kernel(
             mask = row_ok[:, None] & col_ok[None, :]
             x = _load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, False)
             scale, bias = load_affine(W, B, idx, col_ok, has_scale, has_bias)
-            y = normalize_activate(x, mean, rstd, scale, bias, activation, Y.dtype.element_ty)
+            centered = center(x, shift, mean)
+            y = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
             tl.store(Y + y_row + idx, y.to(Y.dtype.element_ty), mask=mask)
 
 

@@ -24,10 +24,12 @@ from graphopt.kernels.norm_act import dtype_name
 from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import (
     block_stats,
+    center,
     chunk_stats_update,
     finish_stats,
     load_affine,
     normalize_activate,
+    row_shift,
 )
 
 # Output columns accumulated together on the looped path (rows longer than one block).
@@ -39,6 +41,12 @@ def _linear_out(acc, LB, k, has_linear_bias, out_activation, storage: tl.constex
     if has_linear_bias:
         acc = acc + tl.load(LB + k).to(tl.float32)
     return apply_activation(acc, out_activation, storage)
+
+
+@triton.jit
+def _load_first(X, x_row, row_ok):
+    """The first element of each row as fp32: the shift of the row's statistics (see row_norm)."""
+    return tl.load(X + x_row, mask=row_ok, other=0.0).to(tl.float32)
 
 
 @triton.jit
@@ -57,9 +65,10 @@ def norm_act_linear_kernel(
         col_ok = offs < cols
         mask = row_ok[:, None] & col_ok[None, :]
         x = widen(tl.load(X + x_row + offs, mask=mask, other=0.0))
-        shift, rstd = block_stats(x, mask, cols, norm, eps, False)
+        first = _load_first(X, row * stride_x, row_ok)
+        centered, rstd = block_stats(x, first, mask, cols, norm, eps, False)
         scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-        h = normalize_activate(x, shift, rstd, scale, bias, activation, Y.dtype.element_ty)
+        h = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
         h = tl.where(mask, h, 0.0)
         # One output column at a time: the weight row comes from L1/L2, the product never
         # leaves registers, and a narrow K keeps this loop short.
@@ -69,13 +78,16 @@ def norm_act_linear_kernel(
             acc = _linear_out(acc, LB, k, has_linear_bias, out_activation, Y.dtype.element_ty)
             tl.store(Y + y_row + k, acc.to(Y.dtype.element_ty), mask=row_ok)
     else:
+        # Shifted one-pass statistics: a second pass over the row would re-read it from memory.
+        shift = row_shift(_load_first(X, row * stride_x, row_ok), norm)
         mean = tl.zeros([BLOCK_M], tl.float32)
         m2 = tl.zeros([BLOCK_M], tl.float32)
         for start in range(0, cols, BLOCK_N):
             idx = start + offs
             mask = row_ok[:, None] & (idx < cols)[None, :]
             x = widen(tl.load(X + x_row + idx, mask=mask, other=0.0))
-            mean, m2 = chunk_stats_update(x, mask, start, cols, norm, mean, m2, BLOCK_N)
+            shifted = tl.where(mask, x - shift[:, None], 0.0)
+            mean, m2 = chunk_stats_update(shifted, mask, start, cols, norm, mean, m2, BLOCK_N)
         rstd = finish_stats(m2, cols, eps)
         # Rows too long for one block are re-read (mostly from L2) once per LOOP_BLOCK_K outputs,
         # accumulating a [BLOCK_M, LOOP_BLOCK_K] tile.
@@ -89,7 +101,8 @@ def norm_act_linear_kernel(
                 mask = row_ok[:, None] & col_ok[None, :]
                 x = widen(tl.load(X + x_row + idx, mask=mask, other=0.0))
                 scale, bias = load_affine(W, B, idx, col_ok, has_scale, has_bias)
-                h = normalize_activate(x, mean, rstd, scale, bias, activation, Y.dtype.element_ty)
+                centered = center(x, shift, mean)
+                h = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
                 h = tl.where(mask, h, 0.0)
                 for j in range(0, k_count):
                     w = tl.load(WL + (k0 + j) * cols + idx, mask=col_ok, other=0.0).to(tl.float32)

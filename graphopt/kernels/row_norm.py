@@ -2,7 +2,14 @@
 
 Rows are [BLOCK_M, BLOCK_N] tiles of fp32 values whose masked-off lanes hold 0. ``norm`` is the
 runtime code of ``graphopt.fused.table.Norm``: layer norm subtracts the mean, RMS norm does not,
-so both share one code path with a shift that is the mean or 0.
+so both share one code path with a center that is the mean or 0.
+
+Layer norm's statistics are taken of the row minus its first element (``first``, loaded by the
+caller): rows with a large common offset (1000 + noise) would otherwise lose the noise's low bits
+in the fp32 sum, and the mean's own rounding (half an ulp of 1000, 3e-5) would shift every
+normalized value by 3e-4 where the spread is 0.1. Differences of nearby floats are exact, so the shifted
+row keeps every bit of the spread, and the mean of the shifted row is small and exact enough. The
+normalized value is ``(x - first) - shifted_mean``, never ``x - mean``, for the same reason.
 """
 
 import triton
@@ -15,16 +22,25 @@ LAYER = tl.constexpr(0)  # graphopt.fused.table.Norm.LAYER; RMS is 1
 
 
 @triton.jit
-def block_stats(x, mask, cols, norm, eps, EVEN: tl.constexpr):
-    """(shift, rstd) of whole rows held in one tile; the variance is biased, as the norms define.
-    ``EVEN``: every lane is a real column (cols == BLOCK_N), so no lane needs masking out of the
-    sums (rows past the end give statistics that nothing stores)."""
+def row_shift(first, norm):
+    """What layer norm's statistics are taken around: the row's first element (RMS norm: 0)."""
+    return tl.where(norm == LAYER, first, 0.0)
+
+
+@triton.jit
+def block_stats(x, first, mask, cols, norm, eps, EVEN: tl.constexpr):
+    """(centered rows, rstd) of whole rows held in one tile, ``first`` being each row's first
+    element; the variance is biased, as the norms define. ``EVEN``: every lane is a real column
+    (cols == BLOCK_N), so no lane needs masking out of the sums (rows past the end give
+    statistics that nothing stores). Masked-off lanes of the centered rows hold 0 unless EVEN."""
     # Products with one reciprocal, not a division per row (a compile-time one when EVEN): short
     # rows spend a visible share of their instructions on per-row work.
     inv_cols = 1.0 / x.shape[1] if EVEN else 1.0 / cols
-    shift = tl.where(norm == LAYER, tl.sum(x, axis=1) * inv_cols, 0.0)
-    centered = x - shift[:, None] if EVEN else tl.where(mask, x - shift[:, None], 0.0)
-    return shift, _rstd(tl.sum(centered * centered, axis=1) * inv_cols, eps)
+    shift = row_shift(first, norm)
+    shifted = x - shift[:, None] if EVEN else tl.where(mask, x - shift[:, None], 0.0)
+    mean = tl.where(norm == LAYER, tl.sum(shifted, axis=1) * inv_cols, 0.0)
+    centered = shifted - mean[:, None] if EVEN else tl.where(mask, shifted - mean[:, None], 0.0)
+    return centered, _rstd(tl.sum(centered * centered, axis=1) * inv_cols, eps)
 
 
 @triton.jit
@@ -36,13 +52,14 @@ def _rstd(variance, eps):
 
 
 @triton.jit
-def chunk_stats_update(x, mask, start, cols, norm, mean, m2, BLOCK_N: tl.constexpr):
-    """Folds the chunk at column ``start`` into running (mean, M2) by Chan's pairwise update, which
-    avoids the cancellation of sum-of-squares formulas on long rows. RMS norm keeps every mean at
-    0, so M2 is then the plain sum of squares."""
+def chunk_stats_update(shifted, mask, start, cols, norm, mean, m2, BLOCK_N: tl.constexpr):
+    """Folds the chunk at column ``start`` of the shifted rows (x - row_shift, masked-off lanes 0)
+    into their running (mean, M2) by Chan's pairwise update, which avoids the cancellation of
+    sum-of-squares formulas on long rows. RMS norm keeps every mean at 0, so M2 is then the plain
+    sum of squares."""
     n = tl.minimum(cols - start, BLOCK_N).to(tl.float32)
-    chunk_mean = tl.where(norm == LAYER, tl.sum(x, axis=1) / n, 0.0)
-    centered = tl.where(mask, x - chunk_mean[:, None], 0.0)
+    chunk_mean = tl.where(norm == LAYER, tl.sum(shifted, axis=1) / n, 0.0)
+    centered = tl.where(mask, shifted - chunk_mean[:, None], 0.0)
     count = start * 1.0  # every earlier chunk was full
     total = count + n
     delta = chunk_mean - mean
@@ -77,8 +94,14 @@ def masked_by(mask, flag):
 
 
 @triton.jit
-def normalize_activate(x, shift, rstd, scale, bias, activation, storage: tl.constexpr):
-    """act((x - shift) * rstd * scale + bias) in fp32 (scale 1 and bias 0 where absent), for a
+def center(x, shift, mean):
+    """x minus the row's mean, from the shift and the shifted row's mean (see the module's doc)."""
+    return (x - shift[:, None]) - mean[:, None]
+
+
+@triton.jit
+def normalize_activate(centered, rstd, scale, bias, activation, storage: tl.constexpr):
+    """act(centered * rstd * scale + bias) in fp32 (scale 1 and bias 0 where absent), for a
     result stored as ``storage``."""
-    y = (x - shift[:, None]) * rstd[:, None] * scale[None, :] + bias[None, :]
+    y = centered * rstd[:, None] * scale[None, :] + bias[None, :]
     return apply_activation(y, activation, storage)

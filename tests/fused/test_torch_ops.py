@@ -228,3 +228,42 @@ def test_importing_the_package_does_not_import_torch():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "torch" not in done.stdout
+
+
+def offset_rows(*shape):
+    return 1000.0 + 0.1 * randn(*shape)
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((16, 256), -1), ((4, 8, 96), 1)])
+def test_norm_act_keeps_precision_on_rows_with_a_large_common_offset(shape, axis):
+    x = offset_rows(*shape)
+    normalized = shape[axis % len(shape) :]
+    w, b = torch.rand(normalized) * 200.0, randn(*normalized)
+
+    y = ops.norm_act(x, w, b, "layer", "identity", 1e-5, axis)
+
+    assert_close(y, norm_act_reference(x, w, b, None, "layer", "identity", axis)[0], "float32")
+
+
+def test_norm_act_linear_keeps_precision_on_rows_with_a_large_common_offset():
+    x, w, b, lw = offset_rows(16, 256), torch.rand(256) * 200.0, randn(256), randn(3, 256) / 16.0
+
+    y = ops.norm_act_linear(x, w, b, lw, None, "layer", "identity", 1e-5, "identity")
+
+    expected = NORM_ACT_LINEAR.reference(
+        numpy64(x), numpy64(w), numpy64(b), numpy64(lw), None,
+        norm="layer", activation="identity", epsilon=1e-5, out_activation="identity",
+    )  # fmt: skip
+    assert_close(y, expected, "float32")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_add_norm_act_normalizes_the_sum_rounded_to_storage(dtype):
+    x = torch.full((2, 8), 1000.0, dtype=DTYPES[dtype])
+    r = (torch.linspace(0.05, 0.45, 8) * torch.tensor([[1.0], [-1.0]])).to(DTYPES[dtype])
+
+    y, residual_sum = ops.add_norm_act(x, r, None, None, "layer", "identity", 1e-5, -1)
+
+    stored = (x.float() + r.float()).to(DTYPES[dtype])
+    assert torch.equal(residual_sum, stored)
+    assert_close(y.float(), norm_act_reference(stored, None, None, None, "layer", "identity", -1)[0], dtype)

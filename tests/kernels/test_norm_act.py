@@ -3,6 +3,7 @@ import torch
 from kernel_checks import (
     assert_matches,
     assert_written,
+    device,
     f64,
     generator,
     poisoned,
@@ -19,12 +20,13 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
 def run_norm_act(rows, cols, dtype, *, norm, act, scale=True, bias=True, residual=False, eps=1e-5,
-                 x_stride=None, r_stride=None, mean=0.0, std=1.0, tol=None):  # fmt: skip
+                 x_stride=None, r_stride=None, mean=0.0, std=1.0, scale_mean=1.0, scale_std=0.5,
+                 tol=None):  # fmt: skip
     """Runs the kernel on fresh inputs and checks Y (and ResidualSum) against the reference."""
     gen = generator(rows, cols, dtype, norm, act, scale, bias, residual, eps, x_stride, r_stride, mean)
     x = random_rows(rows, cols, dtype, gen, row_stride=x_stride, mean=mean, std=std)
     r = random_rows(rows, cols, dtype, gen, row_stride=r_stride) if residual else None
-    w = random_vector(cols, dtype, gen, mean=1.0, std=0.5) if scale else None
+    w = random_vector(cols, dtype, gen, mean=scale_mean, std=scale_std) if scale else None
     b = random_vector(cols, dtype, gen, std=0.5) if bias else None
     y, y_storage = poisoned((rows, cols), dtype)
     s, s_storage = poisoned((rows, cols), dtype) if residual else (None, None)
@@ -32,8 +34,10 @@ def run_norm_act(rows, cols, dtype, *, norm, act, scale=True, bias=True, residua
     config = launch_norm_act(x, w, b, r, y, s, norm=norm, activation=act, eps=eps)
 
     what = f"NormAct {rows}x{cols} {dtype} {Norm(norm).attr} {Activation(act).attr} [{config.tier.name}]"
-    ref, ref_sum = NORM_ACT.reference(
-        f64(x), f64(w), f64(b), f64(r),
+    # The norm sees the sum as stored (added in fp32, rounded once to the storage type).
+    ref_sum = None if r is None else f64((x.float() + r.float()).to(dtype))
+    ref, _ = NORM_ACT.reference(
+        f64(x) if r is None else ref_sum, f64(w), f64(b),
         norm=Norm(norm).attr, activation=Activation(act).attr, epsilon=eps, axis=-1,
     )  # fmt: skip
     assert_written(y_storage, rows * cols, what)
@@ -114,11 +118,25 @@ def test_strided_rows(dtype):
     run_norm_act(4, 64, dtype, norm=Norm.LAYER, act=Activation.RELU, x_stride=72)  # stride breaks alignment
 
 
-@pytest.mark.parametrize("cols", [96, 8208])
-def test_large_mean_does_not_cancel(cols):
-    # Rows far from zero (mean 1000, std 1). fp32 statistics place the mean within about 1e-4 of
-    # the spread (as PyTorch's do); a one-pass sum-of-squares variance would be off by ~100%.
-    run_norm_act(2, cols, torch.float32, norm=Norm.LAYER, act=Activation.IDENTITY, mean=1000.0, tol=1e-3)
+@pytest.mark.parametrize(
+    ("rows", "cols", "expect"),
+    [
+        (3, 96, "row_a"),
+        (37, 256, "i2_exact_a"),
+        (2, 1024, "exact_a"),
+        (3, 8208, "loop_a"),
+        (2, 1500, "loop_u"),
+    ],
+)
+@pytest.mark.parametrize("residual", [False, True])
+def test_large_common_offset_keeps_full_precision(rows, cols, expect, residual):
+    # Rows 1000 + 0.1 * noise and scales up to about 200: the statistics must lose nothing to the
+    # offset (a plain fp32 sum of the row is off by 6e-4, 0.12 after the scale), so the usual fp32
+    # tolerance holds.
+    config = run_norm_act(rows, cols, torch.float32, norm=Norm.LAYER, act=Activation.IDENTITY,
+                          residual=residual, mean=1000.0, std=0.1, scale_mean=100.0,
+                          scale_std=50.0)  # fmt: skip
+    assert config.tier.name.endswith(expect)
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1])
@@ -153,3 +171,25 @@ def test_config_rule():
     assert not norm_act_config(4, 256, "float16", aligned=False).tier.aligned
     with pytest.raises(ValueError):
         norm_act_config(4, 0, "float32")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_residual_sum_is_rounded_to_storage_before_the_norm(dtype):
+    # x = 1000 and r = 0.05..0.45: the stored sums take two values per row, so every row normalizes
+    # to +-1; row 0 overflows the storage type, so the original's row is NaN.
+    top = torch.finfo(dtype).max
+    x = torch.full((4, 8), 1000.0, dtype=torch.float64)
+    r = torch.linspace(0.05, 0.45, 8, dtype=torch.float64) * torch.tensor([[1.0], [-1.0], [0.5], [2.0]])
+    x[0], r[0] = top, torch.linspace(-top / 4, top / 4, 8, dtype=torch.float64)
+    x, r = x.to(dtype).to(device()), r.to(dtype).to(device())
+    y, s = torch.empty_like(x), torch.empty_like(x)
+
+    launch_norm_act(x, None, None, r, y, s, norm=Norm.LAYER, activation=Activation.IDENTITY, eps=1e-5)
+
+    stored = (x.float() + r.float()).to(dtype)
+    # (Not bit for bit: the interpreter rounds huge values to bf16 unlike the GPU.)
+    assert torch.equal(torch.isinf(s), torch.isinf(stored)) and torch.isinf(s[0]).any()
+    assert_matches(s[1:], f64(stored[1:]), dtype, f"NormAct {dtype} ResidualSum")
+    assert torch.isnan(y[0]).all()
+    ref, _ = NORM_ACT.reference(f64(stored[1:]), norm="layer", activation="identity", epsilon=1e-5, axis=-1)
+    assert_matches(y[1:], ref, dtype, f"NormAct {dtype} rounded residual sum")

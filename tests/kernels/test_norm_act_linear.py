@@ -19,10 +19,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 def run_norm_act_linear(rows, cols, k, dtype, *, norm=Norm.LAYER, act=Activation.TANH,
                         out_act=Activation.RELU, scale=False, bias=False, linear_bias=True, eps=1e-5,
-                        x_stride=None):  # fmt: skip
-    gen = generator(rows, cols, k, dtype, norm, act, out_act, scale, bias, linear_bias, eps, x_stride)
-    x = random_rows(rows, cols, dtype, gen, row_stride=x_stride, mean=0.5, std=2.0)
-    w = random_vector(cols, dtype, gen, mean=1.0, std=0.5) if scale else None
+                        x_stride=None, mean=0.5, std=2.0, scale_mean=1.0, scale_std=0.5):  # fmt: skip
+    gen = generator(rows, cols, k, dtype, norm, act, out_act, scale, bias, linear_bias, eps, x_stride, mean)
+    x = random_rows(rows, cols, dtype, gen, row_stride=x_stride, mean=mean, std=std)
+    w = random_vector(cols, dtype, gen, mean=scale_mean, std=scale_std) if scale else None
     b = random_vector(cols, dtype, gen, std=0.5) if bias else None
     weight = random_rows(k, cols, dtype, gen, std=cols**-0.5).contiguous()
     lb = random_vector(k, dtype, gen, std=0.5) if linear_bias else None
@@ -79,6 +79,17 @@ def test_half_precision(dtype, norm):
 )
 def test_shapes_and_paths(rows, cols, k, expect):
     config = run_norm_act_linear(rows, cols, k, torch.float32, scale=True, bias=True)
+    assert config.tier.name.endswith(expect)
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "expect"), [(5, 256, "row_a"), (3, 100, "row_u"), (2, 8208, "loop_a")]
+)
+def test_large_common_offset_keeps_full_precision(rows, cols, expect):
+    # Rows 1000 + 0.1 * noise and scales up to about 200 (see tests/kernels/test_norm_act.py).
+    config = run_norm_act_linear(rows, cols, 3, torch.float32, act=Activation.IDENTITY,
+                                 out_act=Activation.IDENTITY, scale=True, bias=True, mean=1000.0, std=0.1,
+                                 scale_mean=100.0, scale_std=50.0)  # fmt: skip
     assert config.tier.name.endswith(expect)
 
 

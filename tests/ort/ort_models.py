@@ -35,6 +35,16 @@ def random_inputs(rng: np.random.Generator, shapes: dict[str, Sequence[int] | No
     }
 
 
+def offset_rows(rng: np.random.Generator, rows: int, cols: int) -> dict[str, np.ndarray]:
+    """float32 rows 1000 + 0.1 * noise with scales up to 200: statistics taken naively lose the
+    noise's low bits to the offset, and the scale magnifies the error."""
+    return {
+        "X": (1000.0 + 0.1 * rng.standard_normal((rows, cols))).astype(np.float32),
+        "Scale": rng.uniform(0.0, 200.0, cols).astype(np.float32),
+        "Bias": rng.standard_normal(cols).astype(np.float32),
+    }
+
+
 def fused_model(
     op_name: str,
     inputs: dict[str, np.ndarray | None],

@@ -7,7 +7,7 @@ import numpy as np
 import onnxruntime
 import pytest
 from onnx import TensorProto, helper
-from ort_models import assert_close, fused_model, random_inputs
+from ort_models import assert_close, fused_model, offset_rows, random_inputs, storage_round
 
 from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, NORM_ACT, NORM_ACT_LINEAR
 from graphopt.ort import create_session
@@ -65,6 +65,40 @@ def test_norm_act_linear_on_cuda(dtype, cols, k, tmp_path, monkeypatch):
     ran, (y,) = profile(create_session(model, providers=CUDA, enable_profiling=True), inputs)
     assert ("NormActLinear", "CUDAExecutionProvider") in ran, ran
     assert_close(y, NORM_ACT_LINEAR.reference(*inputs.values(), **attributes), dtype)
+
+
+@pytest.mark.parametrize("cols", [256, 1000, 12289])
+def test_offset_rows_keep_full_precision_on_cuda(cols, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(cols)
+    inputs = offset_rows(rng, 37, cols)
+    model = fused_model("NormAct", inputs, {"norm": "layer"}, "float32")
+    ran, (y,) = profile(create_session(model, providers=CUDA, enable_profiling=True), inputs)
+    assert ("NormAct", "CUDAExecutionProvider") in ran, ran
+    assert_close(y, NORM_ACT.reference(*inputs.values(), norm="layer", activation="identity",
+                                       epsilon=1e-5, axis=-1)[0], "float32")  # fmt: skip
+    inputs["Weight"] = (rng.standard_normal((3, cols)) / np.sqrt(cols)).astype(np.float32)
+    model = fused_model("NormActLinear", inputs, {"norm": "layer"}, "float32")
+    ran, (y,) = profile(create_session(model, providers=CUDA, enable_profiling=True), inputs)
+    assert ("NormActLinear", "CUDAExecutionProvider") in ran, ran
+    expected = NORM_ACT_LINEAR.reference(*inputs.values(), None, norm="layer", activation="identity",
+                                         epsilon=1e-5, out_activation="identity")  # fmt: skip
+    assert_close(y, expected, "float32")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_residual_sum_is_rounded_before_the_norm_on_cuda(dtype, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    x = storage_round(np.full((4, 8), 1000.0, np.float32), dtype)
+    r = np.linspace(0.05, 0.45, 8) * np.array([[1], [-1], [0.5], [2]])
+    r = storage_round(r.astype(np.float32), dtype)
+    inputs = {"X": x, "Scale": None, "Bias": None, "Residual": r}
+    model = fused_model("NormAct", inputs, {"norm": "layer"}, dtype)
+    ran, (y,) = profile(create_session(model, providers=CUDA, enable_profiling=True), inputs)
+    assert ("NormAct", "CUDAExecutionProvider") in ran, ran
+    stored = storage_round(x.astype(np.float32) + r.astype(np.float32), dtype)
+    expected, _ = NORM_ACT.reference(stored, norm="layer", activation="identity", epsilon=1e-5, axis=-1)
+    assert_close(y, expected, dtype)
 
 
 def chain_model(middle):

@@ -1,6 +1,8 @@
 import numpy as np
+import onnxruntime as ort
 import pytest
-from ort_models import assert_close, random_inputs
+from onnx import TensorProto, helper
+from ort_models import assert_close, offset_rows, random_inputs
 
 from graphopt.fused.table import NORM_ACT, Activation, Norm
 
@@ -130,3 +132,25 @@ def test_special_values_propagate(run_fused):
     assert np.isnan(y[0]).all()
     assert not np.isfinite(y[1]).any()
     np.testing.assert_array_equal(y[2], np.zeros(8, np.float32))
+
+
+def onnx_layer_norm(inputs) -> np.ndarray:
+    """ONNX Runtime's own LayerNormalization of the same float32 inputs (what the original computes)."""
+    graph = helper.make_graph(
+        [helper.make_node("LayerNormalization", list(inputs), ["Y"])],
+        "layer_norm",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in inputs.items()],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, inputs)[0]
+
+
+@pytest.mark.parametrize("cols", [256, 1031])
+def test_large_common_offset_keeps_full_precision(run_fused, cols):
+    inputs = offset_rows(np.random.default_rng(cols), 16, cols)
+    (y,) = run_fused("NormAct", inputs, {"norm": "layer"}, "float32")
+    expected = reference(inputs, "layer", "identity")[0]
+    assert_close(y, expected, "float32")
+    assert np.abs(y - expected).max() <= np.abs(onnx_layer_norm(inputs) - expected).max()

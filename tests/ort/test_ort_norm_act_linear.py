@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from ort_models import assert_close, random_inputs
+from ort_models import assert_close, offset_rows, random_inputs
 
 from graphopt.fused.table import NORM_ACT_LINEAR, Activation
 
@@ -87,3 +87,12 @@ def test_empty_rows(run_fused):
     inputs = random_inputs(np.random.default_rng(15), shapes((0, 8), 3), "float32")
     (y,) = run_fused("NormActLinear", inputs, {}, "float32")
     assert y.shape == (0, 3)
+
+
+@pytest.mark.parametrize("cols", [256, 1031])
+def test_large_common_offset_keeps_full_precision(run_fused, cols):
+    rng = np.random.default_rng(cols)
+    inputs = offset_rows(rng, 16, cols)
+    inputs["Weight"] = (rng.standard_normal((3, cols)) / np.sqrt(cols)).astype(np.float32)
+    (y,) = run_fused("NormActLinear", inputs, {"norm": "layer"}, "float32")
+    assert_close(y, reference(inputs), "float32")

@@ -15,8 +15,10 @@ void NormActCpu(const NormActParams& p, const ParallelFor& parallel_for) {
       const int64_t offset = r * cols;
       cpu::LoadRow(p.dtype, p.x, offset, v, cols);
       if (p.residual != nullptr) {
-        // The norm sees the float sum; ResidualSum is that sum rounded to the storage type.
+        // The sum is rounded to the storage type before the norm sees it, as the unfused graph
+        // stores it (an fp16 sum that overflows is infinite there, and its row NaN).
         cpu::AddRow(p.dtype, p.residual, offset, v, cols);
+        cpu::RoundRow(p.dtype, v, cols);
         if (p.residual_sum != nullptr) cpu::StoreRow(p.dtype, v, p.residual_sum, offset, cols);
       }
       cpu::NormalizeRow(rn, v, cols);

@@ -69,6 +69,15 @@ GRAPHOPT_INLINE void Store(const float* src, T* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = FromFloat<T>(src[i]);
 }
 
+template <class T>
+GRAPHOPT_INLINE void Round(float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = ToFloat(FromFloat<T>(v[i]));
+}
+
+GRAPHOPT_INLINE void Subtract(float* v, float value, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] -= value;
+}
+
 }  // namespace
 
 GRAPHOPT_CPU_CLONES void LoadRow(DType dtype, const void* src, int64_t offset, float* dst, int64_t n) {
@@ -104,12 +113,27 @@ GRAPHOPT_CPU_CLONES void StoreRow(DType dtype, const float* src, void* dst, int6
   }
 }
 
+GRAPHOPT_CPU_CLONES void RoundRow(DType dtype, float* v, int64_t n) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return;
+    case DType::kFloat16:
+      return Round<Half>(v, n);
+    case DType::kBFloat16:
+      return Round<BFloat16>(v, n);
+  }
+}
+
 GRAPHOPT_CPU_CLONES void Activate(Activation activation, float* v, int64_t n) { ApplyActivation(activation, v, n); }
 
 GRAPHOPT_CPU_CLONES void NormalizeRow(const RowNorm& rn, float* v, int64_t n) {
   // Layer norm takes the variance around the mean in a second pass (more accurate than
-  // E[x^2] - E[x]^2); RMS norm centers at 0.
+  // E[x^2] - E[x]^2); RMS norm centers at 0. The row is first shifted by its first element:
+  // differences of nearby floats are exact, so a row with a large common offset (1000 + noise)
+  // keeps the noise's low bits, which its plain float sum would drop, and `mean` is then the
+  // small mean of the shifted row, not a rounded 1000.something that would shift every value.
   const float inv_n = 1.0f / static_cast<float>(n);
+  if (rn.norm == Norm::kLayer) Subtract(v, v[0], n);
   const float mean = rn.norm == Norm::kLayer ? Sum(v, n) * inv_n : 0.0f;
   const float rstd = 1.0f / std::sqrt(SumSquares(v, mean, n) * inv_n + rn.epsilon);
   // One pass per present combination, so no loop tests for a missing scale or bias.

@@ -30,6 +30,8 @@ void LoadRow(DType dtype, const void* src, int64_t offset, float* dst, int64_t n
 void AddRow(DType dtype, const void* src, int64_t offset, float* dst, int64_t n);
 // dst[offset + i] = src[i] rounded to `dtype` (to nearest even).
 void StoreRow(DType dtype, const float* src, void* dst, int64_t offset, int64_t n);
+// v[i] = float(v[i] rounded to `dtype`): a float result as the storage type holds it.
+void RoundRow(DType dtype, float* v, int64_t n);
 
 // v <- activation(norm(v) * scale + bias), in place, statistics in float.
 void NormalizeRow(const RowNorm& rn, float* v, int64_t n);
