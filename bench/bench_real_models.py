@@ -9,7 +9,7 @@ PyTorch, torch.compile, graphopt through PyTorch. Writes real_models.json, real_
 real_models.png to --out.
 
     python3 bench/bench_real_models.py --out OUT [--models gpt2,bert] [--dtypes fp32] [--no-compile]
-        [--rounds 11] [--block 20]
+        [--rounds 9] [--block 10]
 
 All rows of one model are timed together in interleaved rounds, each with a noise figure (see
 graphopt/benchmark/rounds.py), so "graphopt is slower" can be told from noise.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import logging
 import shlex
@@ -445,8 +446,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a small configuration (to check the script)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
     parser.add_argument("--compile-modes", default="default", help="e.g. default,max-autotune")
-    parser.add_argument("--rounds", type=int, default=11, help="interleaved timing rounds")
-    parser.add_argument("--block", type=int, default=20, help="calls per row in each round")
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved timing rounds")
+    parser.add_argument("--block", type=int, default=10, help="calls per row in each round")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     size = TINY if args.tiny else FULL
@@ -479,6 +480,9 @@ def main(argv=None) -> int:
                 log.info("== %s %s %s", name, dtype, exporter)
                 record = bench_one(name, dtype, exporter, size, args.device, compile_modes, timing)
                 record["device"] = device_name
+                gc.collect()  # (the record's sessions and programs, before the next one is built)
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
                 key = (name, dtype, exporter)
                 result["records"] = [
                     r for r in result["records"] if (r["model"], r["dtype"], r["exporter"]) != key
