@@ -36,7 +36,11 @@ def runtime_only_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     return [
         node
         for node in _all_nodes(model.graph)
-        if node.domain in ("", "ai.onnx") and not onnx.defs.has(node.op_type) and node.op_type in known
+        # (a damaged name reads as bytes, not text: no schema has it, and the checker names it)
+        if node.domain in ("", "ai.onnx")
+        and isinstance(node.op_type, str)
+        and node.op_type in known
+        and not onnx.defs.has(node.op_type)
     ]
 
 
