@@ -9,6 +9,10 @@ PyTorch, torch.compile, graphopt through PyTorch. Writes real_models.json, real_
 real_models.png to --out.
 
     python3 bench/bench_real_models.py --out OUT [--models gpt2,bert] [--dtypes fp32] [--no-compile]
+        [--rounds 9] [--block 10]
+
+All rows of one model are timed together in interleaved rounds, each with a noise figure (see
+graphopt/benchmark/rounds.py), so "graphopt is slower" can be told from noise.
 
 Import torch before onnxruntime on the GPU machine (this script does). ``--device cpu --tiny`` runs a
 small configuration on a CPU, to check the script itself.
@@ -18,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import logging
+import shlex
 import sys
 import time
 from collections import Counter
@@ -196,7 +202,19 @@ def _export(module, args, exporter: str):
         )
 
 
-def bench_one(name: str, dtype: str, exporter: str, size: Size, device: str, compile_modes, iters: int):
+def _export_program(module, args, device: str):
+    """The program exported on ``device`` itself, from a copy of the module: tensors the model makes
+    as it runs (``arange``, masks, constants) then carry that device, so torch.compile of the original
+    and of graphopt's output trace the graph the GPU runs (a CPU export moved afterwards kept CPU
+    tensors that torch.compile's fake tensors refused)."""
+    import copy
+
+    on_device = copy.deepcopy(module).to(device)
+    with _quiet():
+        return torch.export.export(on_device, tuple(a.to(device) for a in args))
+
+
+def bench_one(name: str, dtype: str, exporter: str, size: Size, device: str, compile_modes, timing):
     torch.manual_seed(0)
     started = time.perf_counter()
     try:
@@ -211,13 +229,17 @@ def bench_one(name: str, dtype: str, exporter: str, size: Size, device: str, com
     record = {"model": name, "dtype": dtype, "exporter": exporter, "model_type": model_type}
     program = None
     if exporter == "dynamo":  # (the PyTorch rows once per model: the TorchScript record is ONNX only)
-        with _quiet():
-            program = torch.export.export(module, args)
+        try:
+            program = _export_program(module, args, device)
+        except Exception as error:  # (then the CPU export, moved to the device by the rows, as before)
+            record["torch_export_note"] = f"exported on the CPU: on {device}, {_line(error)}"
+            log.warning("%s", record["torch_export_note"])
+            program = _export_program(module, args, "cpu")
     try:
         onnx_model = _export(module, args, exporter)
     except Exception as error:
         onnx_model = None
-        record["onnx_export_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+        record["onnx_export_error"] = _line(error)
     # Inputs by the ONNX model's names and by the program's (ONNX Runtime and PyTorch each take theirs).
     feeds = {}
     if onnx_model is not None:
@@ -237,7 +259,7 @@ def bench_one(name: str, dtype: str, exporter: str, size: Size, device: str, com
         ort_model_type=model_type,
         ort_options={"num_heads": 0, "hidden_size": 0},
     )
-    record["rows"] = [r.__dict__ for r in run_rows(rows, device, iters=iters)]
+    record["rows"] = [r.__dict__ for r in run_rows(rows, device, **timing)]
     if onnx_model is not None:
         record["fusions"] = fusions(onnx_model, model_type, device == "cuda")
     record["seconds"] = round(time.perf_counter() - started, 1)
@@ -271,28 +293,110 @@ def fusions(onnx_model, model_type, use_gpu: bool) -> dict:
 def markdown(result) -> str:
     lines = [f"# Real models, {result['device']}, {result['date']}", ""]
     lines += [
-        "| model | dtype | export | row | start-to-finish µs | GPU µs | vs ORT original | max abs err |"
+        f"- {key}: {result[key]}" for key in ("device", "date", "torch", "onnxruntime") if key in result
     ]
-    lines += ["|---|---|---|---|---|---|---|---|"]
+    lines += [f"- command: `{c}`" for c in result.get("commands", [])]
+    timing = result.get("timing", {})
+    lines += [
+        "",
+        "Start-to-finish: one call and a synchronize. All rows of one model, dtype and export are timed "
+        f"together in {timing.get('rounds', '?')} interleaved rounds of {timing.get('block', '?')} calls per "
+        "row (the order rotating each round); a row's time is the median over rounds of its round "
+        "medians, and its noise ± is half the interquartile range of those round medians, relative to "
+        "the median. Two rows whose times differ by less than their noise are equally fast. ONNX Runtime "
+        "on CUDA reads and writes device-resident buffers through I/O binding (no host copy per call). "
+        "GPU µs: kernel time from the profiler. The PyTorch rows (torch.compile included) use a program "
+        "exported on the device itself, and graphopt's output of it moved to the device as is.",
+        "",
+        _noise_summary(result["records"]),
+        "",
+        "| model | dtype | export | row | start-to-finish µs | noise ± | GPU µs | vs ORT original "
+        "| max abs err |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for record in result["records"]:
         if "skipped" in record:
             lines.append(f"| {record['model']} | {record['dtype']} | {record['exporter']} | skipped: "
-                         f"{record['skipped']} | | | | |")  # fmt: skip
+                         f"{record['skipped']} | | | | | |")  # fmt: skip
             continue
         base = next((r["start_to_finish_us"] for r in record["rows"] if r["start_to_finish_us"]), None)
         for row in record["rows"]:
             s2f, gpu, error = row["start_to_finish_us"], row["gpu_us"], row["max_abs_error"]
+            noise = row.get("noise")
             cells = [
                 record["model"], record["dtype"], record["exporter"], row["variant"],
-                f"{s2f:,.1f}" if s2f else (row["error"] or ""), f"{gpu:,.1f}" if gpu else "",
-                f"{base / s2f:.2f}×" if base and s2f else "", f"{error:.1e}" if error is not None else "",
+                f"{s2f:,.1f}" if s2f else _short(row["error"]),
+                f"{100 * noise:.1f}%" if noise is not None else "",
+                f"{gpu:,.1f}" if gpu else "", f"{base / s2f:.2f}×" if base and s2f else "",
+                f"{error:.1e}" if error is not None else "",
             ]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *verdicts(result["records"])]
     lines += ["", "Ops each optimizer adds to the original (fusions), per model:", ""]
     for record in result["records"]:
         for optimizer, added in record.get("fusions", {}).items():
             lines.append(f"- {record['model']} {record['dtype']} {record['exporter']}, {optimizer}: {added}")
     return "\n".join(lines) + "\n"
+
+
+def _line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:200] if text else ''}"
+
+
+def _short(error: str | None) -> str:
+    text = (error or "").replace("|", "/")
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _noise_summary(records) -> str:
+    noises = sorted(r["noise"] for rec in records for r in rec.get("rows", []) if r.get("noise") is not None)
+    if not noises:
+        return "Noise: no row was timed."
+    median = noises[len(noises) // 2]
+    return (
+        f"Noise measured over {len(noises)} timed rows: median ±{100 * median:.1f}%, "
+        f"largest ±{100 * noises[-1]:.1f}%."
+    )
+
+
+# Each graphopt row and the row it is to be compared with (the same runtime without graphopt).
+BASELINES = {
+    "graphopt → ORT CUDA EP": "ORT CUDA EP",
+    "graphopt → ORT CUDA EP + CUDA graph": "ORT CUDA EP + CUDA graph",
+    "graphopt → ORT CPU EP": "ORT CPU EP",
+    "ORT optimizer → graphopt → ORT CUDA EP": "ORT transformer optimizer → ORT CUDA EP",
+    "ORT optimizer → graphopt → ORT CPU EP": "ORT transformer optimizer → ORT CPU EP",
+    "graphopt → PyTorch": "eager PyTorch",
+}
+
+
+def verdicts(records) -> list[str]:
+    """graphopt against the same runtime without it, per record: slower only where the gap exceeds
+    the two rows' noise added together."""
+    lines = [
+        "graphopt against the same runtime without it (slower counts only beyond the two rows' noise "
+        "added together):",
+        "",
+    ]
+    for record in records:
+        rows = {r["variant"]: r for r in record.get("rows", [])}
+        pairs = dict(BASELINES)
+        pairs.update(
+            {n: n.replace("graphopt → ", "") for n in rows if n.startswith("graphopt → torch.compile")}
+        )
+        for mine, theirs in pairs.items():
+            a, b = rows.get(mine), rows.get(theirs)
+            if not a or not b or not a["start_to_finish_us"] or not b["start_to_finish_us"]:
+                continue
+            ratio = a["start_to_finish_us"] / b["start_to_finish_us"]
+            margin = (a.get("noise") or 0) + (b.get("noise") or 0)
+            verdict = "slower" if ratio > 1 + margin else "faster" if ratio < 1 - margin else "same"
+            lines.append(
+                f"- {record['model']} {record['dtype']} {record['exporter']}: {mine} / {theirs} = "
+                f"{ratio:.2f} (noise ±{100 * margin:.1f}%): {verdict}"
+            )
+    return lines
 
 
 def chart(result, path: Path) -> None:
@@ -342,19 +446,31 @@ def main(argv=None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a small configuration (to check the script)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
     parser.add_argument("--compile-modes", default="default", help="e.g. default,max-autotune")
-    parser.add_argument("--iters", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved timing rounds")
+    parser.add_argument("--block", type=int, default=10, help="calls per row in each round")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     size = TINY if args.tiny else FULL
     compile_modes = () if args.no_compile else tuple(args.compile_modes.split(","))
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
-    result = {"device": device_name, "date": datetime.date.today().isoformat(), "torch": torch.__version__}
+    import onnxruntime
+
+    result = {
+        "device": device_name,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "torch": torch.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "timing": {"rounds": args.rounds, "block": args.block},
+    }
     result["size"] = size.__dict__
     args.out.mkdir(parents=True, exist_ok=True)
     # Runs split over several calls share one record: a model measured again replaces its old entry.
     record_path = args.out / "real_models.json"
-    earlier = json.loads(record_path.read_text())["records"] if record_path.exists() else []
-    result["records"] = earlier
+    earlier = json.loads(record_path.read_text()) if record_path.exists() else {}
+    command = "python3 " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])])
+    result["commands"] = [c for c in earlier.get("commands", []) if c != command] + [command]
+    result["records"] = earlier.get("records", [])
+    timing = {"rounds": args.rounds, "block": args.block}
     for name in args.models.split(","):
         if name not in MODELS:
             print(f"unknown model {name!r}; known: {', '.join(MODELS)}", file=sys.stderr)
@@ -362,8 +478,11 @@ def main(argv=None) -> int:
         for dtype in args.dtypes.split(","):
             for exporter in ("dynamo", "torchscript") if name == "gpt2" else ("dynamo",):
                 log.info("== %s %s %s", name, dtype, exporter)
-                record = bench_one(name, dtype, exporter, size, args.device, compile_modes, args.iters)
+                record = bench_one(name, dtype, exporter, size, args.device, compile_modes, timing)
                 record["device"] = device_name
+                gc.collect()  # (the record's sessions and programs, before the next one is built)
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
                 key = (name, dtype, exporter)
                 result["records"] = [
                     r for r in result["records"] if (r["model"], r["dtype"], r["exporter"]) != key

@@ -4,7 +4,9 @@ graphopt in both orders, eager PyTorch, torch.compile and graphopt through PyTor
 
 A row that cannot run here (no GPU, no PyTorch program for an ONNX file, a runtime that fails on the
 model) is kept with the reason, so one table says what was measured and what was not. Start-to-finish
-is one call and a synchronize, median of many; GPU time comes from the profiler (CUDA only); the error
+is one call and a synchronize; all rows are timed together in interleaved rounds, and each gets the
+median over rounds and a noise figure (rounds.py). ONNX Runtime on CUDA reads and writes device-resident
+buffers through I/O binding (no host copy per call). GPU time comes from the profiler (CUDA only); the error
 is the largest absolute difference of the first output from the first row that ran (the original).
 """
 
@@ -13,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import statistics
 import time
+import traceback
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +29,7 @@ from .compare import Row
 
 log = logging.getLogger(__name__)
 
+ROUNDS = 9  # interleaved timing rounds of ``graphopt bench`` (see rounds.py)
 Builder = Callable[[], Callable[[], Any]]  # builds a call; the call runs the model once, returns outputs
 
 
@@ -162,6 +165,14 @@ def variants(
             (f"torch.compile ({mode})", "original", lambda m=mode: _torch_call(program, feeds, device, m))
         )
     rows.append(("graphopt → PyTorch", "optimized", lambda: _torch_call(torch_optimized(), feeds, device)))
+    for mode in compile_modes:  # (compiled the same way as the original: moved, then .module())
+        rows.append(
+            (
+                f"graphopt → torch.compile ({mode})",
+                "optimized",
+                lambda m=mode: _torch_call(torch_optimized(), feeds, device, m),
+            )
+        )
     rows.append(
         (
             "graphopt → PyTorch (direct)",
@@ -200,53 +211,74 @@ def _lazy(make: Callable[[], Any]) -> Callable[[], Any]:
     return get
 
 
-def run_rows(rows, device: str, *, iters: int = 100, warmup: int = 10) -> list[Row]:
+def run_rows(rows, device: str, *, rounds: int = 11, block: int = 20, warmup: int = 10) -> list[Row]:
+    """Builds every row, checks its output against the first, then times all of them together in
+    interleaved rounds (``rounds`` × ``block`` calls each, see ``rounds.interleaved_us``)."""
     reference = None
-    results = []
+    results, calls = [], []
     for variant, model, builder in rows:
         row = Row(variant, model)
+        results.append(row)
         if isinstance(builder, str):
             row.error = f"skipped: {builder}"
-            results.append(row)
             continue
         started = time.perf_counter()
         try:
             with _quiet():
                 call = builder()
                 output = _first_array(call())
+                for _ in range(warmup):  # (compilation, autotuning, arenas: before any timing)
+                    call()
             if reference is None:
                 reference = output
             row.max_abs_error = (
                 float(np.max(np.abs(output - reference))) if output.shape == reference.shape else None
             )
-            row.start_to_finish_us = _start_to_finish_us(call, device, warmup, iters)
-            if device == "cuda":
-                from .timing import gpu_us
-
-                row.gpu_us = gpu_us(call)
+            calls.append((row, call))
         except Exception as error:  # a runtime that cannot run the model is a result, not a crash
-            text = str(error).strip().splitlines()
-            row.error = f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+            row.error = _short(error)
             log.warning("%s failed: %s", variant, row.error)
-        row.extra["seconds_to_build_and_measure"] = round(time.perf_counter() - started, 1)
-        results.append(row)
-        log.info("%s: %s", variant, row)
+            log.info("%s failed in full:\n%s", variant, "".join(traceback.format_exception(error))[:6000])
+        row.extra["seconds_to_build"] = round(time.perf_counter() - started, 1)
+    _time_together(calls, device, rounds, block)
+    for row in results:
+        log.info("%s: %s", row.variant, row)
     return results
 
 
-def _start_to_finish_us(call, device: str, warmup: int, iters: int) -> float:
-    if device == "cuda":
-        from .timing import start_to_finish_us
+def _time_together(calls, device: str, rounds: int, block: int) -> None:
+    from .rounds import interleaved_us
 
-        return start_to_finish_us(call, warmup=warmup, iters=iters)
-    for _ in range(warmup):
-        call()
-    samples = []
-    for _ in range(iters):
-        start = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e6
+    synchronize = None
+    if device == "cuda":
+        import torch
+
+        synchronize = torch.cuda.synchronize
+    try:
+        with _quiet():
+            timings = interleaved_us(
+                [c for _, c in calls], rounds=rounds, block=block, warmup=3, synchronize=synchronize
+            )
+    except Exception as error:  # (every call ran before; one failing now fails the comparison)
+        for row, _ in calls:
+            row.error = _short(error)
+        return
+    for (row, call), timing in zip(calls, timings, strict=True):
+        row.start_to_finish_us = timing.median_us
+        row.noise = timing.noise
+        row.extra.update(rounds=timing.rounds, calls_per_round=timing.calls_per_round)
+        if device == "cuda":
+            from .timing import gpu_us
+
+            try:
+                row.gpu_us = gpu_us(call)
+            except Exception as error:  # (the profiler, not the model: keep the time)
+                log.warning("%s: no GPU time: %s", row.variant, _short(error))
+
+
+def _short(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
 
 
 def _first_array(output) -> np.ndarray:
@@ -298,7 +330,8 @@ def bench(
     rows = variants(
         onnx_model, program, feeds, device, compile_modes=compile_modes, ort_model_type=ort_model_type
     )
-    result_rows = run_rows(rows, device, iters=iters)
+    rounds = min(ROUNDS, max(1, iters))  # (``iters`` timed calls per row, spread over the rounds)
+    result_rows = run_rows(rows, device, rounds=rounds, block=-(-iters // rounds))
     return {
         "model": path.name,
         "device": _device_name(device),

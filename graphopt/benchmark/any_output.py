@@ -11,7 +11,7 @@ def table(result: dict[str, Any]) -> str:
     rows = result["rows"]
     first = next((r["start_to_finish_us"] for r in rows if r["start_to_finish_us"]), None)
     header = (
-        f"{'row':<48} {'model':<13} {'start-to-finish µs':>18} {'GPU µs':>9} {'vs first':>8} "
+        f"{'row':<48} {'model':<13} {'start-to-finish µs':>18} {'noise ±':>8} {'GPU µs':>9} {'vs first':>8} "
         f"{'max abs err':>11}"
     )
     inputs = ", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in result.get("inputs", {}).items())
@@ -25,8 +25,11 @@ def table(result: dict[str, Any]) -> str:
         ratio = f"{first / s2f:.2f}×" if first and s2f else "-"
         gpu_text = f"{gpu:.1f}" if gpu else "-"
         error_text = f"{error:.2e}" if error is not None else "-"
+        noise = row.get("noise")
+        noise_text = f"{100 * noise:.1f}%" if noise is not None else "-"
         lines.append(
-            f"{row['variant']:<48} {row['model']:<13} {s2f:>18.1f} {gpu_text:>9} {ratio:>8} {error_text:>11}"
+            f"{row['variant']:<48} {row['model']:<13} {s2f:>18.1f} {noise_text:>8} {gpu_text:>9} {ratio:>8} "
+            f"{error_text:>11}"
         )
     return "\n".join(lines)
 

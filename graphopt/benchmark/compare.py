@@ -34,6 +34,7 @@ class Row:
     gpu_us: float | None = None
     max_abs_error: float | None = None
     error: str | None = None
+    noise: float | None = None  # relative spread of the start-to-finish time (see rounds.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -35,7 +35,14 @@ def bench(
             "--ort-model-type", help="Model type for ORT's transformer optimizer rows (bert, gpt2, ...)."
         ),
     ] = None,
-    iters: Annotated[int, typer.Option("--iters", help="Timed calls per row (median reported).")] = 100,
+    iters: Annotated[
+        int,
+        typer.Option(
+            "--iters",
+            help="Timed calls per row, spread over 9 rounds that interleave the rows (median over rounds "
+            "reported, with its noise).",
+        ),
+    ] = 100,
     no_compile: Annotated[bool, typer.Option("--no-compile", help="Skip the torch.compile rows.")] = False,
     trust_pickle: TrustPickle = False,
     verbose: Verbose = 0,

@@ -15,6 +15,7 @@ from ..ir import DType, Graph, GraphError, Op, Shape, Tensor, Value, opaque_name
 from .onnx_evaluate import evaluate_onnx_node
 from .onnx_ops import translate
 from .onnx_read import check_external_data, check_model_proto
+from .onnx_runtime_ops import runtime_only_nodes, unchecked
 from .onnx_upgrade import is_too_old, upgrade_old_opset
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,17 @@ def from_onnx(
         )
     graph.set_outputs([scope[o.name] for o in onnx_graph.output])
     # (after our own structural checks, which name what is wrong more precisely)
-    _validate(model, where, path, graph.meta.pop("external_constants", False))
+    runtime_only = runtime_only_nodes(model)
+    with unchecked(model, runtime_only):
+        _validate(model, where, path, graph.meta.pop("external_constants", False), bool(runtime_only))
+    if runtime_only:
+        names = ", ".join(sorted({n.op_type for n in runtime_only}))
+        note = (
+            f"{where}: {names} (ONNX Runtime's, in the ONNX domain, with no ONNX schema) carried verbatim; "
+            "onnx.checker checked the rest of the model"
+        )
+        log.info("%s", note)
+        graph.meta.setdefault("notes", []).append(note)
     if inference_problem:  # a note in the report (not a warning on stderr: the model may still be refused)
         note = f"ONNX shape inference failed ({inference_problem}); used the types the model declares"
         log.info("%s", note)
@@ -203,12 +214,15 @@ def _static(shape) -> bool:
     return shape is not None and all(isinstance(d, int) for d in shape)
 
 
-def _validate(model: onnx.ModelProto, where: str, path: Path | None, external_constants: bool) -> None:
-    # (the checker finds external data, of initializers and Constant nodes alike, only from the path)
+def _validate(
+    model: onnx.ModelProto, where: str, path: Path | None, external_constants: bool, edited: bool = False
+) -> None:
+    # (the checker finds external data, of initializers and Constant nodes alike, only from the path;
+    # a model edited for the checker (``edited``) is checked as it is in memory)
     initializers = model.graph.initializer
     external = external_constants or any(t.data_location == onnx.TensorProto.EXTERNAL for t in initializers)
     try:
-        onnx.checker.check_model(str(path) if external and path is not None else model)
+        onnx.checker.check_model(str(path) if external and path is not None and not edited else model)
     except (onnx.checker.ValidationError, ValueError, RuntimeError) as error:
         # (ValueError: the checker's report holds bytes that are not text, from damaged names)
         lines = str(error).strip().splitlines()

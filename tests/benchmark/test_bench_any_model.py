@@ -47,6 +47,7 @@ def test_bench_a_pt2_on_the_cpu(tmp_path):
     for name in ("ORT CPU EP", "graphopt → ORT CPU EP", "eager PyTorch", "graphopt → PyTorch"):
         assert rows[name]["error"] is None, rows[name]["error"]
         assert rows[name]["start_to_finish_us"] > 0 and rows[name]["max_abs_error"] < 1e-4
+        assert rows[name]["noise"] >= 0 and rows[name]["extra"]["rounds"] == 3  # (--iters 3: 3 rounds of 1)
     assert rows["ORT transformer optimizer → ORT CPU EP"]["error"].startswith("skipped: ")
     assert (tmp_path / "out" / "bench_tokens_cpu.png").exists()
 
