@@ -139,9 +139,6 @@ std::string NormActLinearVariant(const NormActLinearParams& params) {
 std::string LaunchNormAct(const NormActParams& p, void* stream) {
   if (std::string e = CheckShape(p.rows, p.cols); !e.empty()) return kPrefix + e;
   if (p.x == nullptr || p.y == nullptr) return std::string(kPrefix) + "NormAct needs X and Y";
-  if (p.residual != nullptr && p.residual_sum == nullptr) {
-    return std::string(kPrefix) + "NormAct with a residual needs the ResidualSum output";
-  }
   if (!ValidNorm(p.norm) || !ValidActivation(p.activation)) return std::string(kPrefix) + "unknown norm or activation";
   if (p.rows == 0) return "";
   std::string error;
@@ -153,7 +150,10 @@ std::string LaunchNormAct(const NormActParams& p, void* stream) {
   // Absent inputs get a harmless stand-in: the kernel never reads them.
   const CUdeviceptr x = Ptr(p.x), y = Ptr(p.y);
   const CUdeviceptr r = p.residual ? Ptr(p.residual) : x, w = p.scale ? Ptr(p.scale) : x;
-  const CUdeviceptr b = p.bias ? Ptr(p.bias) : x, s = p.residual ? Ptr(p.residual_sum) : y;
+  // A residual sum nobody reads is written over Y: for every element the kernel stores the sum
+  // before Y (the same thread, in program order, or in an earlier pass over the row that the second
+  // pass does not read back), so Y's values land last. No scratch allocation per call.
+  const CUdeviceptr b = p.bias ? Ptr(p.bias) : x, s = p.residual_sum ? Ptr(p.residual_sum) : y;
   const int32_t rows = static_cast<int32_t>(p.rows), cols = static_cast<int32_t>(p.cols);
   const int64_t stride = p.cols;  // ONNX Runtime tensors are contiguous
   const float eps = p.epsilon;
