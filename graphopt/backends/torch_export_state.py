@@ -72,6 +72,9 @@ class StateKinds:
         specs = self._specs(value)
         kinds = {s.kind for s in specs}
         sources = tuple(s.target for s in specs if s.kind in (InputKind.PARAMETER, InputKind.BUFFER))
+        device = self._device(specs)
+        if device is not None and tensor.device != device:
+            tensor = tensor.to(device)
         if InputKind.PARAMETER in kinds and tensor.is_floating_point():
             kind, persistent = InputKind.PARAMETER, None
             grad = any(getattr(self._tensors.get(s.target), "requires_grad", False) for s in specs)
@@ -86,6 +89,16 @@ class StateKinds:
         state = NewState(kind, target, placeholder, tensor, persistent, sources)
         self.made.append(state)
         return state
+
+    def _device(self, specs: list[InputSpec]) -> torch.device | None:
+        """Where a new tensor lives: with the tensors it was made from, else where all of the program's
+        state lives (a program exported on a GPU keeps its folded constants there), else as made."""
+        for spec in specs:
+            source = self._tensors.get(spec.target)
+            if isinstance(source, torch.Tensor):
+                return source.device
+        devices = {t.device for t in self._tensors.values() if isinstance(t, torch.Tensor)}
+        return devices.pop() if len(devices) == 1 else None
 
     def _specs(self, value: Value) -> list[InputSpec]:
         origins = value.meta.get(DERIVED_FROM, ())
@@ -155,7 +168,7 @@ def _grew(state: NewState, original) -> bool:
 def _equal(known, tensor: torch.Tensor) -> bool:
     if not isinstance(known, torch.Tensor) or known.dtype != tensor.dtype or known.shape != tensor.shape:
         return False
-    return torch.equal(known.detach(), tensor)
+    return torch.equal(known.detach(), tensor.to(known.device))
 
 
 def _parameter_values(program) -> int:
