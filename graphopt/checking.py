@@ -48,7 +48,14 @@ def prepare_draws(
         specs = input_specs(graph, input_shapes)
     except ValueError as error:
         raise BadInput(str(error)) from None
-    return random_draws(specs, seed)
+    try:
+        return random_draws(specs, seed)
+    except MemoryError:
+        sizes = ", ".join(f"{name}: {dtype.name}{list(shape)}" for name, (dtype, shape) in specs.items())
+        raise BadInput(
+            f"the numeric check's random inputs do not fit in memory ({sizes}); give smaller sizes "
+            "with --input-shape, real inputs with --inputs, or skip the check with --no-verify"
+        ) from None
 
 
 def run_model(frontend: str, model: Any, draws: Sequence[Draw], base: Path | None):
