@@ -10,6 +10,7 @@ import graphopt
 from models.onnx_export import export_dynamo, export_torchscript
 
 ONNX_PATHS = ("torchscript", "dynamo")
+TORCH_FORMS = ("exported", "decomposed")
 
 
 def export_onnx(
@@ -75,3 +76,13 @@ def rule_counts(report) -> dict[str, int]:
 
 def near_misses(report, rule: str) -> list[str]:
     return [m.reason for p in report.passes for m in p.near_misses if m.rule == rule]
+
+
+def export_torch(module: torch.nn.Module, args: tuple, form: str) -> torch.export.ExportedProgram:
+    """torch.export's program of ``module``, as exported or (form "decomposed") after run_decompositions()."""
+    program = torch.export.export(module.eval(), args)
+    return program.run_decompositions() if form == "decomposed" else program
+
+
+def call_targets(program: torch.export.ExportedProgram) -> list[str]:
+    return [str(n.target) for n in program.graph.nodes if n.op == "call_function"]

@@ -105,20 +105,20 @@ class StateKinds:
         return [self._origin_specs[o] for o in origins if o in self._origin_specs]
 
     def _unique(self, target: str) -> str:
-        name, count = target, 1
-        while name in self._taken:
-            count += 1
-            name = f"{target}_{count}"
-        self._taken.add(name)
-        return name
+        return _unique_in(target, self._taken)
 
     def _unique_placeholder(self, name: str) -> str:
-        unique, count = name, 1
-        while unique in self._placeholders:
-            count += 1
-            unique = f"{name}_{count}"
-        self._placeholders.add(unique)
-        return unique
+        return _unique_in(name, self._placeholders)
+
+
+def _unique_in(name: str, taken: set[str]) -> str:
+    """``name``, or ``name_2``, ``name_3``, ... whichever is not taken yet; it is taken from now on."""
+    unique, count = name, 1
+    while unique in taken:
+        count += 1
+        unique = f"{name}_{count}"
+    taken.add(unique)
+    return unique
 
 
 def state_notes(original, optimized, made: list[NewState]) -> list[str]:

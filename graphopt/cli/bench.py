@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from .common import TrustPickle, guarded, input_shapes
+from .common import InputShapes, TrustPickle, guarded, input_shapes
 from .verbosity import QUIET, Quiet, Verbose, level
 
 
@@ -22,10 +22,7 @@ def bench(
     device: Annotated[
         str, typer.Option("--device", help="cuda, cpu, or auto (CUDA where PyTorch finds a GPU).")
     ] = "auto",
-    input_shape: Annotated[
-        list[str] | None,
-        typer.Option("--input-shape", help="NAME:8x128, for inputs with symbolic dims."),
-    ] = None,
+    input_shape: InputShapes = None,
     dtype: Annotated[
         str | None, typer.Option("--dtype", help="fp32, fp16 or bf16 (a .pt2 is cast and re-exported).")
     ] = None,

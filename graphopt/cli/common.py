@@ -23,6 +23,20 @@ EXIT_TERMINATED = 143  # 128 + SIGTERM
 UNWRAPPED = 10_000
 STDOUT = "-"  # the file name that means standard output, as other tools take it
 
+# Options that optimize, verify and bench share, spelled once.
+InputShapes = Annotated[
+    list[str] | None,
+    typer.Option("--input-shape", help="NAME:1x3x224x224, for inputs with symbolic dims (repeatable)."),
+]
+CheckInputs = Annotated[
+    Path | None,
+    typer.Option("--inputs", help="Real inputs for the check: a .npz file with one array per input name."),
+]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of the random inputs of the numeric check.")]
+Tolerances = Annotated[
+    list[str] | None,
+    typer.Option("--tolerance", help="[DTYPE=]RTOL,ATOL for the check, e.g. float16=1e-2,1e-3 (repeatable)."),
+]
 TrustPickle = Annotated[
     bool,
     typer.Option(

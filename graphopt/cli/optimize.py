@@ -10,6 +10,10 @@ import typer
 from .common import (
     EXIT_MISMATCH,
     STDOUT,
+    CheckInputs,
+    InputShapes,
+    Seed,
+    Tolerances,
     TrustPickle,
     check_report_path,
     console,
@@ -59,23 +63,10 @@ def optimize(
     force: Annotated[
         bool, typer.Option("--force", help="Write even if the numeric check fails (the exit code stays 1).")
     ] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs of the numeric check.")] = 0,
-    input_shape: Annotated[
-        list[str] | None,
-        typer.Option("--input-shape", help="NAME:1x3x224x224, for inputs with symbolic dims."),
-    ] = None,
-    inputs: Annotated[
-        Path | None,
-        typer.Option(
-            "--inputs", help="Real inputs for the check: a .npz file with one array per input name."
-        ),
-    ] = None,
-    tolerance: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tolerance", help="[DTYPE=]RTOL,ATOL for the check, e.g. float16=1e-2,1e-3 (repeatable)."
-        ),
-    ] = None,
+    seed: Seed = 0,
+    input_shape: InputShapes = None,
+    inputs: CheckInputs = None,
+    tolerance: Tolerances = None,
     measure: MeasureOption = None,
     keep_paying_passes: KeepPayingOption = False,
     trust_pickle: TrustPickle = False,

@@ -14,6 +14,10 @@ import typer
 from .common import (
     EXIT_MISMATCH,
     STDOUT,
+    CheckInputs,
+    InputShapes,
+    Seed,
+    Tolerances,
     TrustPickle,
     check_report_path,
     console,
@@ -29,18 +33,10 @@ def verify(
     ctx: typer.Context,
     original: Annotated[Path, typer.Argument(help="The original model (.onnx or .pt2).", show_default=False)],
     optimized: Annotated[Path, typer.Argument(help="The model to check against it.", show_default=False)],
-    inputs: Annotated[
-        Path | None, typer.Option("--inputs", help="A .npz file with one array per input, by input name.")
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
-    input_shape: Annotated[
-        list[str] | None,
-        typer.Option("--input-shape", help="NAME:1x3x224x224, for inputs with symbolic dims."),
-    ] = None,
-    tolerance: Annotated[
-        list[str] | None,
-        typer.Option("--tolerance", help="[DTYPE=]RTOL,ATOL, e.g. float16=1e-2,1e-3 (repeatable)."),
-    ] = None,
+    inputs: CheckInputs = None,
+    seed: Seed = 0,
+    input_shape: InputShapes = None,
+    tolerance: Tolerances = None,
     report_json: Annotated[
         Path | None,
         typer.Option(

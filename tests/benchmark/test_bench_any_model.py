@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import torch
-from tests_cli import graphopt_cli
+from cli_run import graphopt as graphopt_cli
 from torch import nn
 
 from graphopt.benchmark.inputs import model_feeds

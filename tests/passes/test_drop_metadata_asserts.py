@@ -4,15 +4,12 @@ between the ops; both go where they check or convert nothing, so the norm and it
 import numpy as np
 import pytest
 import torch
-from exporting import float64_reference
+from exporting import TORCH_FORMS, call_targets, export_torch, float64_reference, optimize_checked
 from graphopt.passes import drop_metadata_asserts
 from test_drop_noop_casts import RealCast, T5StyleNorm, args
 
-import graphopt
 from graphopt.frontends.torch_export import from_exported_program
 from graphopt.ir import DType, Graph, Op
-
-FORMS = ("exported", "decomposed")
 
 
 class LlamaStyleNorm(torch.nn.Module):
@@ -34,32 +31,17 @@ class LlamaStyleNorm(torch.nn.Module):
 ASSERT = "aten._assert_tensor_metadata.default"
 
 
-def export(module, inputs, form):
-    program = torch.export.export(module.eval(), inputs)
-    return program.run_decompositions() if form == "decomposed" else program
-
-
-def targets(program) -> list[str]:
-    return [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
-
-
-def optimize_checked(program, **options):
-    optimized, report = graphopt.optimize(program, check_each_pass=True, **options)
-    assert report.verification["ok"], report.verification["summary"]
-    return optimized, report
-
-
-@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("form", TORCH_FORMS)
 @pytest.mark.parametrize("module_class", [LlamaStyleNorm, T5StyleNorm])
 def test_noop_conversion_and_its_assert_go_and_the_residual_add_fuses(form, module_class):
     module, inputs = module_class(), args()
-    program = export(module, inputs, form)
-    assert ASSERT in targets(program)
+    program = export_torch(module, inputs, form)
+    assert ASSERT in call_targets(program)
     optimized, report = optimize_checked(program)
     assert report.rule_counts.get("drop_metadata_assert", 0) >= 1
     assert report.rule_counts.get("fold_norm_scale") == 1
     assert report.rule_counts.get("fuse_add_norm") == 1
-    names = targets(optimized)
+    names = call_targets(optimized)
     assert ASSERT not in names and "aten.to.dtype" not in names
     got = optimized.module()(*inputs)
     for actual, want in zip(got, float64_reference(module, inputs), strict=True):
@@ -67,17 +49,17 @@ def test_noop_conversion_and_its_assert_go_and_the_residual_add_fuses(form, modu
 
 
 def test_without_the_pass_an_assert_reads_the_norm_and_its_scale_stays_out():
-    program = export(LlamaStyleNorm(), args(), "decomposed")
+    program = export_torch(LlamaStyleNorm(), args(), "decomposed")
     optimized, report = optimize_checked(program, skip=["drop_metadata_asserts"])
     assert "fold_norm_scale" not in report.rule_counts
-    assert ASSERT in targets(optimized)
+    assert ASSERT in call_targets(optimized)
 
 
-@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("form", TORCH_FORMS)
 def test_conversions_that_convert_stay(form):
     inputs = (torch.randn(4, 8),)
-    optimized, report = optimize_checked(export(RealCast(), inputs, form))
-    conversions = [t for t in targets(optimized) if t in ("aten.to.dtype", "aten._to_copy.default")]
+    optimized, report = optimize_checked(export_torch(RealCast(), inputs, form))
+    conversions = [t for t in call_targets(optimized) if t in ("aten.to.dtype", "aten._to_copy.default")]
     assert len(conversions) == 2
     assert "drop_noop_cast" not in report.rule_counts
     np.testing.assert_array_equal(optimized.module()(*inputs).numpy(), RealCast()(*inputs).numpy())
@@ -96,7 +78,7 @@ def test_an_assert_of_sizes_stays_verbatim():
     graph = from_exported_program(program)
     assert not graph.nodes_of(Op.ASSERT_METADATA)
     optimized, report = optimize_checked(program)
-    assert ASSERT in targets(optimized)
+    assert ASSERT in call_targets(optimized)
     assert "drop_metadata_assert" not in report.rule_counts
 
 

@@ -3,60 +3,43 @@
 import numpy as np
 import pytest
 import torch
-from exporting import float64_reference
+from exporting import TORCH_FORMS, call_targets, export_torch, float64_reference, optimize_checked
 from test_batch_split_chains import POSITIVE as HORIZONTAL
 from test_fuse_norm_act import POSITIVE as VERTICAL
 
-import graphopt
 from models.split_stack import SplitStack
 
-FORMS = ("exported", "decomposed")
 LATER_FUSIONS = ["fuse_norm_act", "fuse_norm_act_linear"]
 
 
-def export(module, args, form):
-    program = torch.export.export(module.eval(), args)
-    return program.run_decompositions() if form == "decomposed" else program
-
-
-def targets(program) -> list[str]:
-    return [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
-
-
-def optimize_checked(program, **options):
-    optimized, report = graphopt.optimize(program, check_each_pass=True, **options)
-    assert report.verification["ok"], report.verification["summary"]
-    return optimized, report
-
-
-@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("form", TORCH_FORMS)
 def test_seed_is_one_view_and_one_chain_then_one_kernel(form):
     module = SplitStack(n=8, b=16, d=32)
     args = (torch.randn(8 * 16 * 32),)
-    batched, _ = optimize_checked(export(module, args, form), skip=LATER_FUSIONS)
-    names = targets(batched)
+    batched, _ = optimize_checked(export_torch(module, args, form), skip=LATER_FUSIONS)
+    names = call_targets(batched)
     assert not any(op in t for t in names for op in ("split", "stack", "cat", "unbind", "select", "slice"))
     assert sum("layer_norm" in t for t in names) == 1 and sum("tanh" in t for t in names) == 1
     assert sum(t.startswith("aten.view") or "reshape" in t for t in names) >= 1
-    fused, _ = optimize_checked(export(module, args, form))
-    assert targets(fused) == ["aten.view.default", "graphopt.norm_act_linear.default"]
+    fused, _ = optimize_checked(export_torch(module, args, form))
+    assert call_targets(fused) == ["aten.view.default", "graphopt.norm_act_linear.default"]
     (expected,) = float64_reference(module, args)
     np.testing.assert_allclose(fused.module()(*args).detach().numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("form", TORCH_FORMS)
 @pytest.mark.parametrize(
     "case", ["per_slice_affine_stack0", "per_slice_linear", "rms_silu_axis1", "unbind", "slices", "gathers"]
 )
 def test_per_slice_chains_batch(case, form):
     module, args = HORIZONTAL[case]()
-    optimized, report = optimize_checked(export(module, args, form), skip=LATER_FUSIONS)
+    optimized, report = optimize_checked(export_torch(module, args, form), skip=LATER_FUSIONS)
     assert report.rule_counts.get("batch_split_chains") == 1
     (expected,) = float64_reference(module, args)
     np.testing.assert_allclose(optimized.module()(*args).detach().numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("form", TORCH_FORMS)
 @pytest.mark.parametrize(
     "case", ["layer_gelu", "layer_gelu_tanh", "rms_silu", "decomposed_layer_gelu", "residual_gelu"]
 )
@@ -64,7 +47,7 @@ def test_norm_and_activation_fuse(case, form):
     make, activation, _ = VERTICAL[case]
     module = make()
     args = (torch.randn(3, 4, 16),)
-    optimized, _ = optimize_checked(export(module, args, form))
+    optimized, _ = optimize_checked(export_torch(module, args, form))
     fused = [n for n in optimized.graph.nodes if n.op == "call_function" and "graphopt" in str(n.target)]
     assert len(fused) == 1
     assert activation in fused[0].args
