@@ -13,7 +13,7 @@ from .driver import (
     rewrite_budget,
     rewrite_match,
 )
-from .passes import Pass, rewrite_pass
+from .pass_definition import Pass, rewrite_pass
 from .pattern import Match, NodePattern, Var, match, op
 from .rule import Builder, Decline, Fail, InPlace, Rule
 
