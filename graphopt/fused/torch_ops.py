@@ -161,7 +161,9 @@ def _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, wrap):
     n, a, dim = _norm(norm), _activation(activation), _first_norm_dim(x, axis)
     if x.is_cuda:
         return torch_triton.norm_act(x, weight, bias, residual, n, a, eps, dim, wrap)
-    s = torch_math.residual_sum(x, residual)
+    # contiguous like the CUDA kernel's and the fake's outputs (an add keeps a transposed x's layout):
+    # a traced program's later views rely on the strides the fake promised
+    s = torch_math.residual_sum(x, residual).contiguous()
     return torch_math.norm_act(s, weight, bias, n, a, eps, dim), s
 
 
