@@ -21,7 +21,7 @@ import importlib.util
 import torch
 from torch import Tensor
 
-from graphopt.fused import torch_math, torch_triton
+from graphopt.fused import torch_direct, torch_launch_plan, torch_math, torch_triton
 from graphopt.fused.table import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
 
 NAMESPACE = "graphopt"
@@ -90,14 +90,33 @@ def _define_op(name: str):
     return define
 
 
-def _register_eager(name: str, body) -> None:
-    """Registers ``body`` (with an identity ``wrap``) as the CPU and CUDA kernel of op ``name``."""
+def _register_eager(op, kernel) -> None:
+    """Registers ``kernel`` as the CPU and CUDA kernel of custom op ``op``, and as its inference path
+    past the autograd layer (``torch_direct``)."""
+    name = op._opoverload._schema.name.split("::")[1]
+    for key in ("CPU", "CUDA"):
+        _EAGER.impl(name, kernel, key)
+    torch_direct.register(_EAGER, op, kernel)
+
+
+def _eager(body):
+    """The eager kernel of a traced ``body``: its launches go through the cached launcher."""
 
     def kernel(*args):
         return body(*args, wrap=torch_triton.eager_launch)
 
-    for key in ("CPU", "CUDA"):
-        _EAGER.impl(name, kernel, key)
+    return kernel
+
+
+def _parsed(x: Tensor, norm: str, activation: str, axis: int) -> tuple[Norm, Activation, int]:
+    return _norm(norm), _activation(activation), _first_norm_dim(x, axis)
+
+
+def _planned_norm_act(x, residual, weight, bias, norm, activation, eps, axis):
+    """NormAct from a launch plan (``torch_launch_plan``), or None where the general path must run."""
+    if not (x.is_cuda and torch_triton.CACHED_LAUNCH):
+        return None
+    return torch_launch_plan.norm_act(x, weight, bias, residual, norm, activation, eps, axis, _parsed)
 
 
 def _cast(grad: Tensor | None, like: Tensor | None) -> Tensor | None:
@@ -128,7 +147,14 @@ def norm_act(
     return _norm_act(x, weight, bias, norm, activation, eps, axis, torch.library.wrap_triton)
 
 
-_register_eager(NORM_ACT.torch_name, _norm_act)
+def _norm_act_eager(x, weight, bias, norm, activation, eps, axis):
+    planned = _planned_norm_act(x, None, weight, bias, norm, activation, eps, axis)
+    if planned is not None:
+        return planned[0]
+    return _norm_act(x, weight, bias, norm, activation, eps, axis, torch_triton.eager_launch)
+
+
+_register_eager(norm_act, _norm_act_eager)
 
 
 @norm_act.register_fake
@@ -182,7 +208,14 @@ def add_norm_act(
     return _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, torch.library.wrap_triton)
 
 
-_register_eager(f"add_{NORM_ACT.torch_name}", _add_norm_act)
+def _add_norm_act_eager(x, residual, weight, bias, norm, activation, eps, axis):
+    planned = _planned_norm_act(x, residual, weight, bias, norm, activation, eps, axis)
+    if planned is not None:
+        return planned
+    return _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, torch_triton.eager_launch)
+
+
+_register_eager(add_norm_act, _add_norm_act_eager)
 
 
 @add_norm_act.register_fake
@@ -248,7 +281,7 @@ def norm_act_linear(
     )  # fmt: skip
 
 
-_register_eager(NORM_ACT_LINEAR.torch_name, _norm_act_linear)
+_register_eager(norm_act_linear, _eager(_norm_act_linear))
 
 
 @norm_act_linear.register_fake
