@@ -8,8 +8,10 @@ tracing the body) and an autograd formula. torch.export keeps each op as one nod
 
 Eager calls skip the layers of Python that ``triton_op`` puts around its body (they exist for
 tracing): the same body is registered directly as the CPU and CUDA kernel, launching the Triton
-kernel through a cached launcher (``torch_launch``) rather than Triton's JIT dispatch. That saves
-microseconds per call, which matters for small launches.
+kernel through a cached launcher (``torch_launch``) rather than Triton's JIT dispatch; NormAct
+launches from a plan kept per call signature (``torch_launch_plan``); and a call that needs no
+gradient runs that kernel from the autograd key, past custom_op's autograd layer (``torch_direct``).
+That saves microseconds per call, which matters for small launches.
 
 Importing this module registers the ops, once; it imports no Triton kernel until a CUDA tensor
 arrives, so it works on machines without a GPU, and without Triton.
