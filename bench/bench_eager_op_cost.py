@@ -3,9 +3,10 @@
 ``torch.ops.graphopt.norm_act`` (LayerNorm → GELU, 16384 × 256 fp32 by default) without a CUDA graph,
 against eager ``layer_norm`` + ``gelu``: per call, the host time of the call itself (the GPU idle:
 synchronized before, not after), the start-to-finish time (one call, then synchronize), and the GPU
-time, beside the HBM roofline. The fused op runs three ways: through the op with the cached launcher
-(the default), through the op with Triton's JIT launch, and the launch glue called without the op's
-dispatch, which shows what the dispatcher costs.
+time, beside the HBM roofline. The fused op runs four ways: through the op (the default: past the
+autograd layer where no gradient is needed, launched from a plan kept per signature), through the op
+with Triton's JIT launch, and, without the op's dispatch (which shows what the dispatcher costs), the
+general launch glue with the cached launcher and the launch plan.
 
     PYTHONPATH=$PWD python3 bench/bench_eager_op_cost.py --out bench/results/eager_op_cost [--shape 16384x256]
 
@@ -31,6 +32,7 @@ import graphopt  # noqa: F401  (registers torch.ops.graphopt.*)
 from graphopt.benchmark.timing import copy_bandwidth_bytes_per_s, gpu_us, start_to_finish_us
 from graphopt.fused import Activation, Norm, torch_triton
 from graphopt.fused.norm_act import torch_impl as norm_act_impl
+from graphopt.fused.norm_act import torch_launch_plan
 
 EPS = 1e-5
 
@@ -64,9 +66,14 @@ def variants(x, weight, bias):
             x, weight, bias, None, Norm.LAYER, Activation.GELU, EPS, x.dim() - 1, torch_triton.eager_launch
         )[0]
 
+    def planned():
+        parse = norm_act_impl.parsed
+        return torch_launch_plan.norm_act(x, weight, bias, None, "layer", "gelu", EPS, -1, parse)[0]
+
     return {"layer_norm + gelu (native, 2 launches)": (native, True), "graphopt.norm_act": (fused, True),
             "graphopt.norm_act, Triton JIT launch": (fused, False),
-            "launch glue without the op dispatch": (glue, True)}  # fmt: skip
+            "launch glue without the op dispatch": (glue, True),
+            "launch plan without the op dispatch": (planned, True)}  # fmt: skip
 
 
 def main() -> int:

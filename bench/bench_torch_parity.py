@@ -269,7 +269,9 @@ def main() -> int:
             row = one(name, not args.no_compile)
         except Exception as error:  # one model's failure is a result: record it, go on with the others
             traceback.print_exc()
-            row = {"model": name, "error": _line(error)}
+            # (the traceback's tail says which step failed: the table keeps only the message's first line)
+            tail = traceback.format_exc().splitlines()[-15:]
+            row = {"model": name, "error": _line(error), "traceback": tail}
         row["total_s"] = round(time.perf_counter() - start, 1)
         rows.append(row)
         print(json.dumps(row), flush=True)

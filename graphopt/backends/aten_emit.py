@@ -99,9 +99,10 @@ def _reshape(b, node):
             raise GraphError(f"{node.name}: a reshape to a computed shape has no aten form")
         shape = tuple(int(d) for d in target.numpy().reshape(-1))
     sizes = [b.dim(x, i) if d == 0 else d for i, d in enumerate(shape)]
-    source = b.arg(x)
-    target = aten.view.default if source.meta["val"].is_contiguous() else aten.reshape.default
-    return [b.call(target, (source, sizes), name=_name(node))]
+    # Always reshape, never view: whether a value is contiguous is a property of the kernel that made
+    # it (attention's output layout differs between CPU and CUDA kernels, and between torch versions),
+    # not of the program, so a view that was valid at export can fail where the program runs.
+    return [b.call(aten.reshape.default, (b.arg(x), sizes), name=_name(node))]
 
 
 def _transpose(b, node):

@@ -36,7 +36,7 @@ def cached(kernel) -> CachedLauncher:
 class CachedLauncher:
     def __init__(self, kernel):
         self.kernel = kernel
-        self.variants: dict[tuple, _Variant] = {}
+        self.variants: dict[tuple, LaunchVariant] = {}
         self.broken = False  # the direct launch failed once: use the JIT from then on
 
     def __getitem__(self, grid):
@@ -51,7 +51,7 @@ class CachedLauncher:
         if variant is None:
             compiled = self.kernel[grid](*args, **kwargs)  # compiles or finds it, and launches
             if compiled is not None:
-                self.variants[key] = _Variant(compiled, self._constexpr_positions(kwargs))
+                self.variants[key] = LaunchVariant(compiled, self._constexpr_positions(kwargs))
             return
         try:
             variant.launch(grid, args, kwargs)
@@ -66,7 +66,7 @@ class CachedLauncher:
         return sorted((names.index(name), name) for name in kwargs if name in names)
 
 
-class _Variant:
+class LaunchVariant:
     """One compiled kernel and how its launcher wants the arguments: all parameters in order
     (constexprs included, as Triton's own JIT passes them since 3.3) or only the others."""
 

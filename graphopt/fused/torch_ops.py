@@ -10,8 +10,10 @@ node.
 
 Eager calls skip the layers of Python that ``triton_op`` puts around its body (they exist for
 tracing): the same body is registered directly as the CPU and CUDA kernel, launching the Triton
-kernel through a cached launcher (``torch_launch``) rather than Triton's JIT dispatch. That saves
-microseconds per call, which matters for small launches.
+kernel through a cached launcher (``torch_launch``) rather than Triton's JIT dispatch, or an op's
+own eager kernel (NormAct launches from a plan kept per call signature); and a call that needs no
+gradient runs that kernel from the autograd key, past custom_op's autograd layer (``torch_direct``).
+That saves microseconds per call, which matters for small launches.
 
 Importing this module registers the ops, once; it imports no Triton kernel until a CUDA tensor
 arrives, so it works on machines without a GPU, and without Triton.
@@ -25,7 +27,7 @@ import inspect
 import torch
 from torch import Tensor
 
-from graphopt.fused import torch_triton
+from graphopt.fused import torch_direct, torch_triton
 from graphopt.fused.registry import FUSED_OPS
 from graphopt.fused.spec import DOMAIN, FusedOp, TorchForm
 
@@ -76,14 +78,20 @@ def _parameter(name: str, annotation) -> inspect.Parameter:
     return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation)
 
 
-def _register_eager(name: str, body) -> None:
-    """Registers ``body`` (with the eager ``wrap``) as the CPU and CUDA kernel of op ``name``."""
+def _register_eager(defined, name: str, impl) -> None:
+    """Registers the eager kernel of op ``name`` (``impl.eager``, else the body with the eager
+    ``wrap``) as its CPU and CUDA kernel, and as its inference path past the autograd layer
+    (``torch_direct``)."""
+    if impl.eager is not None:
+        kernel = impl.eager
+    else:
 
-    def kernel(*args):
-        return body(*args, wrap=torch_triton.eager_launch)
+        def kernel(*args, _body=impl.body):
+            return _body(*args, wrap=torch_triton.eager_launch)
 
     for key in ("CPU", "CUDA"):
         _EAGER.impl(name, kernel, key)
+    torch_direct.register(_EAGER, defined, kernel)
 
 
 def _register(op: FusedOp) -> None:
@@ -97,7 +105,7 @@ def _register(op: FusedOp) -> None:
         traced.__signature__ = signature(op, form)
         with _no_kernel_scan():
             defined = _op(f"{NAMESPACE}::{form.name}", traced, mutates_args=())
-        _register_eager(form.name, impl.body)
+        _register_eager(defined, form.name, impl)
         defined.register_fake(impl.fake)
         if impl.backward is not None:
             defined.register_autograd(impl.backward, setup_context=impl.setup_context)

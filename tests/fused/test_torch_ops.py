@@ -80,6 +80,18 @@ def test_norm_act_without_parameters_on_a_strided_input():
     assert_close(y, norm_act_reference(x, None, None, None, "rms", "silu", -1)[0], "float32")
 
 
+def test_add_norm_act_outputs_are_contiguous_like_its_fake_on_transposed_inputs():
+    x, r = randn(5, 3, 8).transpose(0, 1), randn(5, 3, 8).transpose(0, 1)
+    w = randn(8)
+
+    y, residual_sum = ops.add_norm_act(x, r, w, None, "layer", "identity", 1e-5, -1)
+
+    assert y.is_contiguous() and residual_sum.is_contiguous()
+    expected_y, expected_sum = norm_act_reference(x, w, None, r, "layer", "identity", -1)
+    assert_close(y, expected_y, "float32")
+    assert_close(residual_sum, expected_sum, "float32")
+
+
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_norm_act_gradients(activation, norm):

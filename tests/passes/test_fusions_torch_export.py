@@ -22,7 +22,8 @@ def test_seed_is_one_view_and_one_chain_then_one_kernel(form):
     assert sum("layer_norm" in t for t in names) == 1 and sum("tanh" in t for t in names) == 1
     assert sum(t.startswith("aten.view") or "reshape" in t for t in names) >= 1
     fused, _ = optimize_checked(export_torch(module, args, form))
-    assert call_targets(fused) == ["aten.view.default", "graphopt.norm_act_linear.default"]
+    # (a reshape, not a view: whether its input is contiguous depends on where the program runs)
+    assert call_targets(fused) == ["aten.reshape.default", "graphopt.norm_act_linear.default"]
     (expected,) = float64_reference(module, args)
     np.testing.assert_allclose(fused.module()(*args).detach().numpy(), expected, rtol=1e-5, atol=1e-5)
 

@@ -1,0 +1,81 @@
+"""The direct inference path of a custom op (``torch_direct``): taken where no gradient is needed and
+nothing below autograd would see the call; every other call goes through custom_op's autograd
+implementation, so gradients, dispatch modes and tracing see the op as before."""
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from graphopt.fused import torch_direct
+
+LIB = torch.library.Library("graphopt_direct_test", "FRAGMENT")
+CALLS: list[str] = []
+
+
+@torch.library.custom_op("graphopt_direct_test::scale", mutates_args=())
+def scale(x: torch.Tensor, factor: float) -> torch.Tensor:
+    return x * factor
+
+
+@scale.register_fake
+def _(x, factor):
+    return torch.empty_like(x)
+
+
+def _eager(x, factor):
+    below_autograd = torch._C._dispatch_tls_is_dispatch_key_excluded(
+        torch._C.DispatchKey.AutogradFunctionality
+    )
+    CALLS.append("redispatched" if below_autograd else "direct")
+    return x * factor
+
+
+def _setup(ctx, inputs, output):
+    ctx.factor = inputs[1]
+
+
+scale.register_autograd(lambda ctx, grad: (grad * ctx.factor, None), setup_context=_setup)
+LIB.impl("scale", _eager, "CPU")
+torch_direct.register(LIB, scale, _eager)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_log():
+    CALLS.clear()
+
+
+def test_an_inference_call_skips_the_autograd_layer():
+    x = torch.randn(3)
+    torch.testing.assert_close(scale(x, 2.0), 2 * x, rtol=0, atol=0)
+    weight = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        out = scale(weight, 3.0)
+    assert out.grad_fn is None
+    assert CALLS == ["direct", "direct"]
+
+
+def test_a_call_that_needs_a_gradient_goes_through_autograd():
+    x = torch.randn(3, requires_grad=True)
+    scale(x, 3.0).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 3.0), rtol=0, atol=0)
+    assert CALLS == ["redispatched"]
+
+
+def test_a_dispatch_mode_still_sees_the_op():
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Log():
+        scale(torch.randn(3), 2.0)
+    assert "graphopt_direct_test.scale.default" in seen
+
+
+def test_torch_compile_traces_through_the_op():
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: scale(x, 2.0) + 1, fullgraph=True, backend="aot_eager")
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), 2 * x + 1, rtol=0, atol=0)
