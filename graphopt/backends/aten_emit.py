@@ -245,6 +245,12 @@ def _norm_act_linear(b, node):
     return [b.call(_fused_ops().norm_act_linear.default, (*inputs, *tail), name=_name(node))]
 
 
+def _affine_act(b, node):
+    x, scale, bias = (b.arg(node.input(i)) for i in range(3))
+    args = (x, scale, bias, node.attrs["activation"], int(node.attrs["axis"]))
+    return [b.call(_fused_ops().affine_act.default, args, name=_name(node))]
+
+
 _EMITTERS: dict[str, Emitter] = {
     Op.IDENTITY: _identity,
     Op.RELU: _unary(aten.relu.default),
@@ -280,4 +286,5 @@ _EMITTERS: dict[str, Emitter] = {
     Op.LINEAR: _linear,
     Op.NORM_ACT: _norm_act,
     Op.NORM_ACT_LINEAR: _norm_act_linear,
+    Op.AFFINE_ACT: _affine_act,
 }

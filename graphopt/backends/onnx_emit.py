@@ -354,6 +354,11 @@ def _fused(op_type: str) -> Callable[[Emitter, Node], None]:
     return emit
 
 
+def _affine_act(e: Emitter, node: Node) -> None:
+    attrs = {"activation": node.attrs["activation"], "axis": int(node.attrs["axis"])}
+    e.node("AffineAct", node.inputs, _outs(node), name=node.name, domain=FUSED_DOMAIN, **attrs)
+
+
 _BINARY_TYPES = {Op.ADD: "Add", Op.SUB: "Sub", Op.MUL: "Mul", Op.DIV: "Div", Op.POW: "Pow"}
 _UNARY_TYPES = {
     Op.IDENTITY: "Identity",
@@ -394,4 +399,5 @@ _EMITTERS: dict[str, Callable[[Emitter, Node], None]] = {
     Op.LINEAR: _linear,
     Op.NORM_ACT: _fused("NormAct"),
     Op.NORM_ACT_LINEAR: _fused("NormActLinear"),
+    Op.AFFINE_ACT: _affine_act,
 }

@@ -25,7 +25,12 @@ def _norm_act_linear(node, a):
     return one(Op.NORM_ACT_LINEAR, inputs, **attrs)
 
 
+def _affine_act(node, a):
+    return one(Op.AFFINE_ACT, [a["x"], a["scale"], a["bias"]], activation=a["activation"], axis=a["axis"])
+
+
 FUSED: dict[str, Callable] = {
+    "affine_act": _affine_act,
     "norm_act": _norm_act,
     "add_norm_act": _add_norm_act,
     "norm_act_linear": _norm_act_linear,

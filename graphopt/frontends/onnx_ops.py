@@ -265,4 +265,14 @@ _DEFAULT_DOMAIN = {
     "ReduceMean": _reduce_mean,
     "Gemm": _gemm,
 }
-_FUSED = {"NormAct": _fused(Op.NORM_ACT), "NormActLinear": _fused(Op.NORM_ACT_LINEAR)}
+
+
+def _affine_act(node, attrs, opset, const):
+    return Op.AFFINE_ACT, {"activation": attrs.get("activation", "identity"), "axis": attrs.get("axis", -1)}
+
+
+_FUSED = {
+    "NormAct": _fused(Op.NORM_ACT),
+    "NormActLinear": _fused(Op.NORM_ACT_LINEAR),
+    "AffineAct": _affine_act,
+}

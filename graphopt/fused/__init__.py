@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, FUSED_OPS, Activation, FusedOp, Norm, by_name
+from graphopt.fused.registry import FUSED_OPS, by_name
+from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, Activation, FusedOp, Norm
 
 if TYPE_CHECKING:
     import onnx

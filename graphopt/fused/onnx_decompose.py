@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import onnx
 from onnx import TensorProto, helper
 
+from graphopt.fused.affine_act import decompose as affine_act
+from graphopt.fused.affine_act.spec import AFFINE_ACT
 from graphopt.fused.table import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
 
 MIN_OPSET = 13
@@ -28,9 +30,9 @@ class Variant:
     """Everything a function body depends on: attributes, optional ports in use, opset."""
 
     op_name: str
-    norm: Norm
-    activation: Activation
-    epsilon: float
+    norm: Norm = Norm.LAYER  # (ops without a norm ignore it and epsilon)
+    activation: Activation = Activation.IDENTITY
+    epsilon: float = 0.0
     axis: int = -1
     out_activation: Activation = Activation.IDENTITY
     # Optional ports in use: inputs given and outputs asked for, e.g. {"Scale", "ResidualSum"}.
@@ -167,7 +169,11 @@ def _norm_act_linear_body(body: _Body) -> list[str]:
     return ["Y"]
 
 
-_BODIES = {NORM_ACT.name: _norm_act_body, NORM_ACT_LINEAR.name: _norm_act_linear_body}
+_BODIES = {
+    NORM_ACT.name: _norm_act_body,
+    NORM_ACT_LINEAR.name: _norm_act_linear_body,
+    AFFINE_ACT.name: lambda body: affine_act.build(body, _activation),
+}
 
 
 def decompose(variant: Variant) -> tuple[list[onnx.NodeProto], list[str]]:

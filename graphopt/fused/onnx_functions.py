@@ -18,7 +18,8 @@ from onnx import TensorProto, helper
 
 from graphopt.fused.onnx_decompose import CAST_LIKE_OPSET, Variant, decompose
 from graphopt.fused.onnx_schema import register_onnx_schemas
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, FUSED_OPS, Activation, Norm
+from graphopt.fused.registry import FUSED_OPS
+from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, Activation, Norm
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,11 @@ def overload_name(variant: Variant) -> str:
     and returns the sum has ``..._residual_residualsum``.
     """
     op = _OPS[variant.op_name]
-    parts = [variant.norm.attr, variant.activation.attr, f"eps{format_epsilon(variant.epsilon)}"]
     attribute_names = {a.name for a in op.attributes}
+    parts = [variant.norm.attr] if "norm" in attribute_names else []
+    parts.append(variant.activation.attr)
+    if "epsilon" in attribute_names:
+        parts.append(f"eps{format_epsilon(variant.epsilon)}")
     if "axis" in attribute_names:
         parts.append(f"axis{variant.axis}")
     if "out_activation" in attribute_names:
@@ -69,9 +73,9 @@ def variant_of(node: onnx.NodeProto, opset: int, elem_type: int | None = None) -
         )
     return Variant(
         op_name=op.name,
-        norm=Norm.parse(attrs["norm"]),
+        norm=Norm.parse(attrs.get("norm", "layer")),
         activation=Activation.parse(attrs["activation"]),
-        epsilon=float(attrs["epsilon"]),
+        epsilon=float(attrs.get("epsilon", 0.0)),
         axis=int(attrs.get("axis", -1)),
         out_activation=Activation.parse(attrs.get("out_activation", "identity")),
         present=present,

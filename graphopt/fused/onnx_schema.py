@@ -12,7 +12,9 @@ import threading
 import onnx
 from onnx import defs, helper
 
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, FUSED_OPS, NORM_ACT, NORM_ACT_LINEAR, FusedOp
+from graphopt.fused.affine_act.spec import AFFINE_ACT
+from graphopt.fused.registry import FUSED_OPS
+from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, NORM_ACT, NORM_ACT_LINEAR, FusedOp
 
 log = logging.getLogger(__name__)
 
@@ -102,4 +104,8 @@ def _infer_norm_act_linear(ctx) -> None:
     ctx.set_output_type(0, out)
 
 
-_INFERENCE = {NORM_ACT.name: _infer_norm_act, NORM_ACT_LINEAR.name: _infer_norm_act_linear}
+_INFERENCE = {
+    NORM_ACT.name: _infer_norm_act,
+    NORM_ACT_LINEAR.name: _infer_norm_act_linear,
+    AFFINE_ACT.name: _infer_norm_act,  # (Y has X's type and shape)
+}

@@ -17,6 +17,7 @@ import onnx
 import torch
 
 import graphopt.fused.torch_ops  # noqa: F401  (registers torch.ops.graphopt.*)
+from graphopt.fused.affine_act.spec import AFFINE_ACT
 from graphopt.fused.onnx_decompose import MIN_OPSET
 from graphopt.fused.onnx_functions import attach_functions
 from graphopt.fused.onnx_schema import register_onnx_schemas
@@ -63,11 +64,17 @@ def translation_table() -> dict:
             norm=norm, activation=activation, epsilon=eps, out_activation=out_activation,
         )  # fmt: skip
 
+    affine_act_op = getattr(graphopt, AFFINE_ACT.name)
+
+    def affine_act(x, scale, bias, activation, axis):
+        return affine_act_op(x, scale, bias, activation=activation, axis=axis)
+
     ops = torch.ops.graphopt
     return {
         ops.norm_act.default: norm_act,
         ops.add_norm_act.default: add_norm_act,
         ops.norm_act_linear.default: norm_act_linear,
+        ops.affine_act.default: affine_act,
     }
 
 
@@ -112,7 +119,15 @@ def _symbolics() -> dict:
             norm_s=norm, activation_s=activation, epsilon_f=eps, out_activation_s=out_act,
         )  # fmt: skip
 
+    @parse_args("v", "v", "v", "s", "i")
+    def affine_act(g, x, scale, bias, activation, axis):
+        return g.op(
+            _node_name(AFFINE_ACT), x, _optional(g, scale), _optional(g, bias),
+            activation_s=activation, axis_i=axis,
+        )  # fmt: skip
+
     return {
+        f"graphopt::{AFFINE_ACT.torch_name}": affine_act,
         f"graphopt::{NORM_ACT.torch_name}": norm_act,
         f"graphopt::add_{NORM_ACT.torch_name}": add_norm_act,
         f"graphopt::{NORM_ACT_LINEAR.torch_name}": norm_act_linear,

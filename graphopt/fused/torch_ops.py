@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from graphopt.fused import torch_math, torch_triton
+from graphopt.fused.affine_act import torch_impl as affine_act_torch
 from graphopt.fused.table import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
 
 NAMESPACE = "graphopt"
@@ -276,3 +277,8 @@ def _norm_act_linear_backward(ctx, grad_y):
 
 
 norm_act_linear.register_autograd(_norm_act_linear_backward, setup_context=_norm_act_linear_setup)
+
+
+# --- affine_act (graphopt/fused/affine_act) -----------------------------------------------------
+
+affine_act = affine_act_torch.register(_define_op, _register_eager)

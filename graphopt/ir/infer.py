@@ -294,6 +294,7 @@ _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
     Op.MATMUL: _matmul,
     Op.LINEAR: lambda node: _linear_of(node, weight_index=1),
     Op.NORM_ACT: _norm_act,
+    Op.AFFINE_ACT: _same,
     Op.NORM_ACT_LINEAR: lambda node: _linear_of(node, weight_index=3),
     Op.CONSTANT: _constant,
     Op.SHAPE: _shape,

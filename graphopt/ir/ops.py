@@ -63,6 +63,7 @@ class Op:
     # Fused ops of the graphopt domain (graphopt/fused/table.py)
     NORM_ACT = "graphopt.norm_act"  # norm, activation, eps, axis; inputs (x, scale?, bias?, residual?)
     NORM_ACT_LINEAR = "graphopt.norm_act_linear"  # norm, activation, eps, out_activation
+    AFFINE_ACT = "graphopt.affine_act"  # activation, axis; inputs (x, scale?, bias?) of [x.shape[axis]]
 
 
 UNARY_POINTWISE = frozenset(

@@ -13,8 +13,9 @@ _SPELLINGS = {
     Op.RELU: "ReLU",
     Op.NORM_ACT: "NormAct",
     Op.NORM_ACT_LINEAR: "NormActLinear",
+    Op.AFFINE_ACT: "AffineAct",
 }
-FUSED_OPS = frozenset({Op.NORM_ACT, Op.NORM_ACT_LINEAR})
+FUSED_OPS = frozenset({Op.NORM_ACT, Op.NORM_ACT_LINEAR, Op.AFFINE_ACT})
 
 
 def op_title(op: str) -> str:
