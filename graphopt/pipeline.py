@@ -18,6 +18,8 @@ from graphopt.passes import (
     fold_batch_norm,
     fold_constants,
     fold_shape_inputs,
+    fuse_batch_norm_act,
+    fuse_bias_act,
     fuse_norm_act,
     fuse_norm_act_linear,
     normalize_axes,
@@ -85,6 +87,10 @@ PIPELINE: tuple[Pass, ...] = (
     MERGE_RECOGNIZED_DUPLICATES,
     fuse_norm_act.PASS,
     fuse_norm_act_linear.PASS,
+    # (after the norm fusions, which take an activation after a norm first; a batch norm's activation
+    # before fuse_bias_act would take it alone)
+    fuse_batch_norm_act.PASS,
+    fuse_bias_act.PASS,
     # (last but dead-node removal: a recognizer is a means, not a result)
     restore_unfused.PASS,
     remove_dead_nodes.PASS,
