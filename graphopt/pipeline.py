@@ -17,6 +17,7 @@ from graphopt.passes import (
     eliminate_common_subexpressions,
     fold_batch_norm,
     fold_constants,
+    fold_onnx_batch_norm,
     fold_shape_inputs,
     fuse_batch_norm_act,
     fuse_bias_act,
@@ -71,6 +72,7 @@ PIPELINE: tuple[Pass, ...] = (
     fold_constants.PASS,
     # (after constant folding, which may compute a batch norm's statistics or a conv's weight)
     fold_batch_norm.PASS,
+    fold_onnx_batch_norm.PASS,
     fold_shape_inputs.PASS,
     normalize_axes.PASS,
     eliminate_common_subexpressions.PASS,
