@@ -1,26 +1,49 @@
-// graphopt::AffineAct on the CPU (graphopt/fused/affine_act/spec.py):
-// Y = act(X * Scale + Bias), Scale and Bias of [channels] broadcast along one channel axis, float32
-// arithmetic, storage of the params' dtype. X is seen as contiguous [rows, cols]: with the channel
-// axis last the channel of an element is its column (cols == channels); otherwise the dims after the
-// channel axis are the columns and row r belongs to channel r % channels.
-#include <cstdint>
+// graphopt::AffineAct for ONNX Runtime's CPU provider: the kernel (rows of X converted to float,
+// scaled, shifted, activated and rounded back, split into chunks for the thread pool) and the spec
+// that reads a node's tensors into its parameters.
+#include "affine_act/ort_kernel.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "cpu_kernels.h"
 #include "cpu_rows.h"
+#include "shape_inference.h"
+#include "tensors.h"
 
 namespace graphopt {
 
-struct AffineActParams {
-  const void* x = nullptr;
-  const void* scale = nullptr;  // [channels], null when absent
-  const void* bias = nullptr;   // [channels], null when absent
-  void* y = nullptr;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  int64_t channels = 0;
-  bool per_row = false;  // channel = row % channels (else channel = column)
-  Activation activation = Activation::kIdentity;
-  DType dtype = DType::kFloat32;
-};
+namespace {
+
+// x * g(x) activations below this are -0 to float precision (|silu(-100)| < 4e-42); the shared row
+// activations are accurate where a normalized value can fall, not here (their clamped exponential
+// makes silu(-3e38) -1.8), and give 0 for -inf where torch and ONNX's ops give -inf * 0, NaN.
+constexpr float kNegligibleBelow = -100.0f;
+
+bool ScalesItsInput(Activation activation) {
+  return activation == Activation::kSilu || activation == Activation::kGelu || activation == Activation::kGeluTanh;
+}
+
+void ActivateRow(Activation activation, float* v, int64_t n) {
+  bool far_negative = false;
+  if (ScalesItsInput(activation))
+    for (int64_t i = 0; i < n; ++i) far_negative |= v[i] < kNegligibleBelow;
+  if (!far_negative) {
+    cpu::Activate(activation, v, n);
+    return;
+  }
+  float* before = cpu::Scratch(1, static_cast<size_t>(n));
+  std::copy(v, v + n, before);
+  cpu::Activate(activation, v, n);
+  for (int64_t i = 0; i < n; ++i) {
+    if (before[i] < kNegligibleBelow)
+      v[i] = std::isinf(before[i]) ? std::numeric_limits<float>::quiet_NaN() : -0.0f;
+  }
+}
+
+}  // namespace
 
 void AffineActCpu(const AffineActParams& p, const ParallelFor& parallel_for) {
   if (p.rows == 0 || p.cols == 0) return;
@@ -44,10 +67,50 @@ void AffineActCpu(const AffineActParams& p, const ParallelFor& parallel_for) {
         if (bias != nullptr)
           for (int64_t i = 0; i < cols; ++i) v[i] += bias[i];
       }
-      cpu::Activate(p.activation, v, cols);
+      ActivateRow(p.activation, v, cols);
       cpu::StoreRow(p.dtype, v, p.y, offset, cols);
     }
   });
+}
+
+void AffineActSpec::Compute(const Ort::KernelContext& context, const Attributes& attributes, DType dtype, Ep ep,
+                            const std::string& node) {
+  if (ep != Ep::kCpu) throw Error(node + ": AffineAct has no CUDA kernel in this library", ORT_NOT_IMPLEMENTED);
+  const Ort::ConstValue x = context.GetInput(0);
+  const Shape shape = ShapeOf(x);
+  const auto rank = static_cast<int64_t>(shape.size());
+  if (rank == 0) throw Error(node + ": input X must have rank >= 1, got a scalar");
+  if (attributes.axis < -rank || attributes.axis >= rank)
+    throw Error(node + ": attribute 'axis' is " + std::to_string(attributes.axis) + ", out of range for X of shape " +
+                ShapeString(shape) + "; expected a value in [" + std::to_string(-rank) + ", " +
+                std::to_string(rank - 1) + "]");
+  const auto axis = static_cast<size_t>(attributes.axis < 0 ? attributes.axis + rank : attributes.axis);
+  const Shape channel_shape = {shape[axis]};
+
+  AffineActParams p;
+  p.channels = shape[axis];
+  p.per_row = axis + 1 < shape.size();
+  p.cols = p.per_row ? Elements(shape, axis + 1, shape.size()) : p.channels;
+  p.rows = p.cols == 0 ? 0 : Elements(shape, 0, shape.size()) / p.cols;
+  p.activation = attributes.activation;
+  p.dtype = dtype;
+  p.x = x.GetTensorRawData();
+  if (const Ort::ConstValue scale = OptionalInput(context, 1)) {
+    CheckShape(node, "Scale ([X.shape[axis]])", scale, channel_shape);
+    p.scale = scale.GetTensorRawData();
+  }
+  if (const Ort::ConstValue bias = OptionalInput(context, 2)) {
+    CheckShape(node, "Bias ([X.shape[axis]])", bias, channel_shape);
+    p.bias = bias.GetTensorRawData();
+  }
+  p.y = context.GetOutput(0, shape).GetTensorMutableRawData();
+  if (p.rows == 0 || p.cols == 0) return;  // empty outputs: nothing to compute
+  AffineActCpu(p, OrtParallelFor(context));
+}
+
+void AffineActSpec::InferOutputShape(OrtShapeInferContext* context) {
+  const TypeAndShape x = InputTypeAndShape(context, 0);  // Y has X's type and shape
+  if (!x.dims.empty() && x.Expressible()) SetOutputTypeAndShape(context, 0, x);
 }
 
 }  // namespace graphopt

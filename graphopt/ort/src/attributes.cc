@@ -142,4 +142,12 @@ NormActLinearAttributes ReadNormActLinearAttributes(const OrtKernelInfo* info) {
   return out;
 }
 
+AffineActAttributes ReadAffineActAttributes(const OrtKernelInfo* info) {
+  const AttributeReader reader("AffineAct", info);
+  AffineActAttributes out;
+  reader.Choice("activation", kActivations, &out.activation);
+  reader.Int("axis", &out.axis);  // range checked against X's rank when the node runs
+  return out;
+}
+
 }  // namespace graphopt

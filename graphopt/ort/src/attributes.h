@@ -23,10 +23,16 @@ struct NormActLinearAttributes {
   Activation out_activation = Activation::kIdentity;
 };
 
+struct AffineActAttributes {
+  Activation activation = Activation::kIdentity;
+  int64_t axis = -1;
+};
+
 // Each throws graphopt::Error naming the node, the attribute, the value found and the values
 // expected. Absent attributes take the table's defaults.
 NormActAttributes ReadNormActAttributes(const OrtKernelInfo* info);
 NormActLinearAttributes ReadNormActLinearAttributes(const OrtKernelInfo* info);
+AffineActAttributes ReadAffineActAttributes(const OrtKernelInfo* info);
 
 // "graphopt::NormAct node 'name'": how every error message names its node.
 std::string DescribeNode(const char* op_name, const OrtKernelInfo* info);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "affine_act/ort_kernel.h"
 #include "fused_op.h"
 #include "norm_act.h"
 #include "norm_act_linear.h"
@@ -28,6 +29,7 @@ const std::vector<const OrtCustomOp*>& AllOps() {
       for (DType dtype : kDTypes) {
         out.push_back(new FusedOp<NormActSpec>(ep, dtype));
         out.push_back(new FusedOp<NormActLinearSpec>(ep, dtype));
+        if (ep == Ep::kCpu) out.push_back(new FusedOp<AffineActSpec>(ep, dtype));  // (no CUDA kernel yet)
       }
     }
     return out;
