@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from graphopt.fused.affine_act.triton_kernel import affine_act_kernel, affine_act_tiers
 from graphopt.kernels.launch_rules import DTYPES, Tier
 from graphopt.kernels.norm_act import norm_act_kernel, norm_act_tiers
 from graphopt.kernels.norm_act_linear import norm_act_linear_kernel, norm_act_linear_tiers
@@ -27,6 +28,10 @@ _NORM_ACT_LINEAR_ARGS = (
     ("rows", "i32"), ("cols", "i32"), ("out_features", "i32"), ("stride_x", "i64"),
     ("eps", "fp32"), ("norm", "i32"), ("activation", "i32"), ("out_activation", "i32"),
     ("has_scale", "i32"), ("has_bias", "i32"), ("has_linear_bias", "i32"),
+)  # fmt: skip
+_AFFINE_ACT_ARGS = (
+    ("X", "*"), ("S", "*"), ("B", "*"), ("Y", "*"), ("rows", "i32"), ("cols", "i32"), ("channels", "i32"),
+    ("activation", "i32"), ("has_scale", "i32"), ("has_bias", "i32"), ("per_row", "i32"),
 )  # fmt: skip
 
 
@@ -80,6 +85,9 @@ KERNELS = (
     KernelSpec(
         "NormActLinear", norm_act_linear_kernel, _NORM_ACT_LINEAR_ARGS,
         ("X", "W", "B", "WL", "cols", "stride_x"), norm_act_linear_tiers,
+    ),
+    KernelSpec(
+        "AffineAct", affine_act_kernel, _AFFINE_ACT_ARGS, ("X", "S", "B", "Y", "cols"), affine_act_tiers,
     ),
 )  # fmt: skip
 

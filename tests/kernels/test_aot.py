@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from graphopt.fused.affine_act.triton_kernel import affine_act_config
 from graphopt.kernels import aot, aot_codegen
 from graphopt.kernels.aot_specs import KERNELS, all_variants
 from graphopt.kernels.launch_rules import DTYPES
@@ -42,7 +43,12 @@ def test_table_lookup_agrees_with_the_config_rule(cols, aligned):
     an exact one's equals it, and whose alignment assumption holds) picks the tier the Python
     config chose."""
     aligned = aligned and cols % 16 == 0
-    for op, config in (("NormAct", norm_act_config), ("NormActLinear", norm_act_linear_config)):
+    configs = (
+        ("NormAct", norm_act_config),
+        ("NormActLinear", norm_act_linear_config),
+        ("AffineAct", affine_act_config),
+    )
+    for op, config in configs:
         for dtype in DTYPES:
             chosen = next(
                 v.tier for v in all_variants()
