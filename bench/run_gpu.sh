@@ -30,6 +30,7 @@ stage() {
 for s in $stages; do
   case $s in
     tests) TAIL=8 stage tests python3 -m pytest -q -p no:cacheprovider -x tests/ort/test_ort_cuda.py \
+             tests/ort/test_ort_cuda_affine_act.py \
              tests/fused/test_torch_triton.py tests/kernels/test_cuda_launch.py \
              tests/kernels/test_activations.py tests/kernels/test_norm_act.py \
              tests/kernels/test_norm_act_linear.py tests/kernels/test_affine_act.py tests/fused/test_torch_launch.py \

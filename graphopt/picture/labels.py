@@ -39,6 +39,8 @@ def node_detail(node: Node) -> str:
             parts.append("+residual")
         if node.op == Op.NORM_ACT_LINEAR:
             parts.append(f"→ linear·{_text(attrs.get('out_activation', 'identity'))}")
+        if node.op == Op.AFFINE_ACT:
+            parts.append(f"axis {attrs.get('axis')}")
     elif node.op == Op.GELU and attrs.get("approximate") == "tanh":
         parts.append("tanh approx.")
     shape = node.outputs[0].shape if node.outputs else None

@@ -12,6 +12,9 @@
 #include "cpu_rows.h"
 #include "shape_inference.h"
 #include "tensors.h"
+#ifdef GRAPHOPT_WITH_CUDA
+#include "cuda_launch.h"
+#endif
 
 namespace graphopt {
 
@@ -75,7 +78,6 @@ void AffineActCpu(const AffineActParams& p, const ParallelFor& parallel_for) {
 
 void AffineActSpec::Compute(const Ort::KernelContext& context, const Attributes& attributes, DType dtype, Ep ep,
                             const std::string& node) {
-  if (ep != Ep::kCpu) throw Error(node + ": AffineAct has no CUDA kernel in this library", ORT_NOT_IMPLEMENTED);
   const Ort::ConstValue x = context.GetInput(0);
   const Shape shape = ShapeOf(x);
   const auto rank = static_cast<int64_t>(shape.size());
@@ -105,7 +107,16 @@ void AffineActSpec::Compute(const Ort::KernelContext& context, const Attributes&
   }
   p.y = context.GetOutput(0, shape).GetTensorMutableRawData();
   if (p.rows == 0 || p.cols == 0) return;  // empty outputs: nothing to compute
-  AffineActCpu(p, OrtParallelFor(context));
+  if (ep == Ep::kCpu) {
+    AffineActCpu(p, OrtParallelFor(context));
+    return;
+  }
+#ifdef GRAPHOPT_WITH_CUDA
+  const std::string error = cuda::LaunchAffineAct(p, context.GetGPUComputeStream());
+  if (!error.empty()) throw Error(node + ": " + error, ORT_RUNTIME_EXCEPTION);
+#else
+  throw Error(node + ": this graphopt_ort library was built without CUDA kernels", ORT_NOT_IMPLEMENTED);
+#endif
 }
 
 void AffineActSpec::InferOutputShape(OrtShapeInferContext* context) {

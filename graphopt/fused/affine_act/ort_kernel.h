@@ -1,31 +1,16 @@
 // graphopt::AffineAct (graphopt/fused/affine_act/spec.py): Y = activation(X * Scale + Bias), Scale
-// and Bias of shape [X.shape[axis]] broadcast along the channel axis, float32 arithmetic. CPU only.
+// and Bias of shape [X.shape[axis]] broadcast along the channel axis, float32 arithmetic.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <string>
 
+#include "affine_act/params.h"
 #include "attributes.h"
 #include "fused_op.h"
 
 namespace graphopt {
-
-// X seen as contiguous [rows, cols]: with the channel axis last the channel of an element is its
-// column (cols == channels); otherwise the dims after the channel axis are the columns and row r
-// belongs to channel r % channels.
-struct AffineActParams {
-  const void* x = nullptr;
-  const void* scale = nullptr;  // [channels], null when absent
-  const void* bias = nullptr;   // [channels], null when absent
-  void* y = nullptr;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  int64_t channels = 0;
-  bool per_row = false;  // channel = row % channels (else channel = column)
-  Activation activation = Activation::kIdentity;
-  DType dtype = DType::kFloat32;
-};
 
 void AffineActCpu(const AffineActParams& p, const ParallelFor& parallel_for);
 
