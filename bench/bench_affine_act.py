@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_kernels import GpuTimer, copies_needed, measure_copy_bandwidth
 from graphopt.fused import register_torch_ops
 from graphopt.fused.affine_act.spec import AFFINE_ACT
-from graphopt.fused.table import Activation
+from graphopt.fused.spec import Activation
 from graphopt.fused.torch_math import activate
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

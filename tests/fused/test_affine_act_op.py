@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 from graphopt.fused import export, register_torch_ops
 from graphopt.fused.affine_act.spec import AFFINE_ACT
 from graphopt.fused.onnx_functions import attach_functions
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION
+from graphopt.fused.spec import DOMAIN, DOMAIN_VERSION
 
 ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
 TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

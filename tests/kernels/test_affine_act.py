@@ -6,9 +6,9 @@ import torch
 from kernel_checks import TOLERANCE, assert_matches, device, f64, generator, poisoned, random_vector
 
 from graphopt.fused.affine_act.spec import AFFINE_ACT
-from graphopt.fused.affine_act.torch_impl import affine_act_cuda
+from graphopt.fused.affine_act.torch_impl import launch
 from graphopt.fused.affine_act.triton_kernel import affine_act_config, launch_affine_act
-from graphopt.fused.table import Activation
+from graphopt.fused.spec import Activation
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def run(x, scale, bias, act: Activation, axis: int, tol=None):
     """Launches the kernel on x (any shape) through the op's glue and checks it against the reference."""
     dim = axis % x.dim()
-    y = affine_act_cuda(x, scale, bias, act, dim, wrap=lambda kernel: kernel)
+    y = launch(x, scale, bias, act, dim)
     ref = AFFINE_ACT.reference(f64(x), f64(scale), f64(bias), activation=act.attr, axis=axis)
     what = f"AffineAct {list(x.shape)} {x.dtype} {act.attr} axis {axis}"
     assert y.shape == x.shape and y.dtype == x.dtype

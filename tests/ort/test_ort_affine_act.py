@@ -7,7 +7,7 @@ import pytest
 from ort_models import assert_close, fused_model, run_model, storage_round
 
 from graphopt.fused.affine_act.spec import AFFINE_ACT
-from graphopt.fused.table import Activation
+from graphopt.fused.spec import Activation
 
 pytestmark = pytest.mark.usefixtures("library")
 

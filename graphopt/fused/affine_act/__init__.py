@@ -1,10 +1,8 @@
-"""AffineAct: Y = act(X * Scale + Bias), Scale and Bias broadcast along one channel axis.
-
-One fused op in one folder: ``spec`` (the op and its float64 reference), ``decompose`` (the ONNX
-fallback body), ``torch_impl`` (the torch op: CPU math, CUDA launch, fake), ``triton_kernel`` (the
-kernel and its launcher) and ``ort_kernel.cc`` (the ONNX Runtime CPU kernel). It serves a linear
-layer's bias + activation (``axis=-1``) and an inference batch norm with nothing to fold into,
-followed by its activation (``axis=1``).
-
-Importing this package imports nothing heavy.
+"""The AffineAct fused op: Y = act(X * Scale + Bias), Scale and Bias along one channel axis (spec,
+ONNX decomposition, torch implementation, Triton and C++ kernels). It serves a linear layer's bias and
+activation (axis -1) and an inference batch norm with nothing to fold into, and its activation (axis 1).
 """
+
+from graphopt.fused.affine_act.spec import AFFINE_ACT
+
+__all__ = ["AFFINE_ACT"]

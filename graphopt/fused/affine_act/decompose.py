@@ -1,9 +1,6 @@
 """AffineAct's ONNX fallback body: standard ops, float32 arithmetic, for one attribute combination.
 
-``build(body, activate)`` appends the nodes to ``body`` (``graphopt.fused.onnx_decompose``'s body
-builder, whose variant says the activation, the axis and which of Scale and Bias are present) and
-applies the activation with ``activate(body, kind, value)``, the decomposition the other fused ops
-share. Scale and Bias are [C] vectors: for a channel axis counted from the end the body reshapes them
+Scale and Bias are [C] vectors: for a channel axis counted from the end the body reshapes them
 to [C, 1, ...] with a constant shape; for one counted from the front it reads the number of trailing
 dims from X's shape at run time, since a function body does not know X's rank.
 """
@@ -11,6 +8,8 @@ dims from X's shape at run time, since a function body does not know X's rank.
 from __future__ import annotations
 
 from onnx import TensorProto, helper
+
+from graphopt.fused.onnx_decompose import Body, activate
 
 INT64_MAX = (1 << 63) - 1
 
@@ -30,13 +29,14 @@ def _on_channel(body, vector: str, axis: int) -> str:
     return body.op("Reshape", vector, shape)
 
 
-def build(body, activate) -> list[str]:
+def body(b: Body) -> list[str]:
     """Appends ``Y = act(float(X) * Scale + Bias)`` cast back to X's type; returns the outputs."""
-    v = body.variant
-    z = body.to_float("X")
+    v = b.variant
+    axis = v.attr("axis")
+    z = b.to_float("X")
     if "Scale" in v.present:
-        z = body.op("Mul", z, _on_channel(body, body.to_float("Scale"), v.axis))
+        z = b.op("Mul", z, _on_channel(b, b.to_float("Scale"), axis))
     if "Bias" in v.present:
-        z = body.op("Add", z, _on_channel(body, body.to_float("Bias"), v.axis))
-    body.back_to_input_type(activate(body, v.activation, z), "Y")
+        z = b.op("Add", z, _on_channel(b, b.to_float("Bias"), axis))
+    b.back_to_input_type(activate(b, v.attr("activation"), z), "Y")
     return ["Y"]

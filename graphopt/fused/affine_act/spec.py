@@ -1,10 +1,8 @@
-"""The AffineAct op: ports, attributes and float64 reference."""
+"""AffineAct: Y = activation(X * Scale + Bias), Scale and Bias of [X.shape[axis]]."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from graphopt.fused.table import Activation, Attribute, FusedOp, Port, activation_reference
+from graphopt.fused.spec import Activation, Attribute, FusedOp, Port, TorchForm, activation_reference
 
 
 def channel_dim(rank: int, axis: int) -> int:
@@ -15,27 +13,34 @@ def channel_dim(rank: int, axis: int) -> int:
     return dim
 
 
-def _broadcast(weight, rank: int, dim: int) -> np.ndarray:
-    shape = [1] * rank
-    shape[dim] = -1
-    return np.asarray(weight, dtype=np.float64).reshape(shape)
-
-
-def affine_act_reference(x, scale=None, bias=None, *, activation, axis):
+def reference(x, scale=None, bias=None, *, activation, axis):
     """act(x * scale + bias) in float64, scale and bias of shape [x.shape[axis]]."""
+    import numpy as np
+
     z = np.asarray(x, dtype=np.float64)
     dim = channel_dim(z.ndim, axis)
+    shape = [1] * z.ndim
+    shape[dim] = -1
     with np.errstate(all="ignore"):  # (inf and NaN inputs give what float64 arithmetic gives)
         if scale is not None:
-            z = z * _broadcast(scale, z.ndim, dim)
+            z = z * np.asarray(scale, dtype=np.float64).reshape(shape)
         if bias is not None:
-            z = z + _broadcast(bias, z.ndim, dim)
+            z = z + np.asarray(bias, dtype=np.float64).reshape(shape)
         return activation_reference(Activation.parse(activation), z)
+
+
+def _shapes(present, shapes):
+    return [shapes[0]]  # Y has X's shape
+
+
+def _describe(attrs, present) -> list[str]:
+    return [str(attrs.get("activation", "")), f"axis {attrs.get('axis', -1)}"]
 
 
 AFFINE_ACT = FusedOp(
     name="AffineAct",
-    torch_name="affine_act",
+    ir_name="affine_act",
+    package=__package__,
     doc=(
         "Y = activation(X * Scale + Bias), Scale and Bias of shape [X.shape[axis]] broadcast along "
         "the channel axis, in float32 arithmetic: a linear layer's bias and activation (axis -1), or "
@@ -48,8 +53,11 @@ AFFINE_ACT = FusedOp(
     ),
     outputs=(Port("Y", doc="shape and type of X"),),
     attributes=(
-        Attribute("activation", str, "identity", "applied to X * Scale + Bias"),
-        Attribute("axis", int, -1, "the channel axis Scale and Bias run along"),
+        Attribute("activation", Activation, "identity", "applied to X * Scale + Bias"),
+        Attribute("axis", int, -1, "the channel axis Scale and Bias run along", tag="axis{}"),
     ),
-    reference=affine_act_reference,
+    torch_forms=(TorchForm("affine_act", ("X", "Scale", "Bias"), ("Y",)),),
+    shape_rule=_shapes,
+    describe=_describe,
+    reference=reference,
 )

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from graphopt.kernels.activations import GELU, RELU, apply_activation
+from graphopt.kernels.kernel_spec import KernelSpec
 from graphopt.kernels.launch_rules import ELEMENT_BYTES, LaunchConfig, Tier, configure, is_aligned, row_tiers
 from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import masked_by
@@ -146,3 +147,15 @@ def launch_affine_act(
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, LOOPED=tier.looped, num_warps=tier.num_warps,
     )  # fmt: skip
     return config
+
+
+# (name, type) of every runtime argument, "*" a pointer to the storage dtype: the C++ launch's ABI
+# (cuda_launch.cc passes them in this order).
+_AOT_ARGS = (
+    ("X", "*"), ("S", "*"), ("B", "*"), ("Y", "*"), ("rows", "i32"), ("cols", "i32"), ("channels", "i32"),
+    ("activation", "i32"), ("has_scale", "i32"), ("has_bias", "i32"), ("per_row", "i32"),
+)  # fmt: skip
+
+AOT_KERNEL = KernelSpec(
+    "AffineAct", affine_act_kernel, _AOT_ARGS, ("X", "S", "B", "Y", "cols"), affine_act_tiers
+)
