@@ -4,25 +4,30 @@
 activations of every transformer MLP (ONNX Runtime's optimizer fuses it as BiasGelu and FastGelu);
 fused, the matmul's output is read once and the activation written once. Also fused:
 
-* the bias add behind a view that keeps the last dim (GPT-2's Conv1D: ``view(addmm) → gelu``): the
-  view moves before the fused op;
+* the bias add behind a view that keeps the last dim: the view moves before the fused op;
 * an activation that the model spelled out in several elementwise ops (GPT-2's ``gelu_new``, recognized
-  by ``recognize_activations``) with no bias before it (ONNX exporters fold GPT-2's bias into a Gemm):
-  one kernel instead of a chain of pointwise ones.
+  by ``recognize_activations``) with no bias before it (GPT-2's Conv1D adds its bias in a Gemm or an
+  addmm): one kernel instead of a chain of pointwise ones.
 
-A linear layer that already adds its own bias (``linear(x, W, b)``: a GEMM epilogue) is left alone: its
-activation is one pass either way. ``SPLIT_LINEAR_BIAS`` (not in the pipeline) moves that bias into the
-activation instead, for bench/bench_affine_act.py to measure.
+A bias that is already a GEMM's own is left there: ``linear(x, W, b)``, and a bias added to a 2-D
+matmul (ONNX Runtime makes MatMul + Add a Gemm, and Gemm + ReLU one FusedGemm; torch's addmm adds it in
+the GEMM's epilogue), or to a matmul of any rank before a ReLU, sigmoid or tanh (ONNX Runtime's
+FusedGemm). The activation after it is one pass either way. ``SPLIT_LINEAR_BIAS`` (not in the
+pipeline) moves a linear's bias into the activation instead, for bench/bench_affine_act.py to measure.
 """
 
 from __future__ import annotations
 
 from graphopt.fused.onnx_decompose import MIN_OPSET as FALLBACK_MIN_OPSET
-from graphopt.ir import DType, Node, Value, constant_of
+from graphopt.fused.spec import Activation
+from graphopt.ir import DType, Node, Op, Value, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 from graphopt.rewrite.origin import ORIGIN
 
 from .fuse_norm_act import ACTS, KERNEL_DTYPES, activation_of
+
+# Activations ONNX Runtime's GemmActivationFusion folds into a Gemm (FusedGemm).
+FUSED_GEMM_ACTIVATIONS = frozenset({Activation.RELU, Activation.SIGMOID, Activation.TANH})
 
 
 def check_fusable(x: Value, node: Node) -> Fail | None:
@@ -72,9 +77,25 @@ def bias_first_pattern(x, c):
     return op.any_of(*ACTS)(op.add(c, x).named("add"))
 
 
+def gemm_with_bias(x: Value, activation: Activation) -> Fail | None:
+    """A bias added to a 2-D matmul is a GEMM's own: ONNX Runtime fuses MatMul + Add into a Gemm,
+    torch's addmm adds it in the GEMM's epilogue; and ONNX Runtime makes MatMul (of any rank) + Add +
+    ReLU, sigmoid or tanh one FusedGemm. Taken out, the runtime's fusion would be lost."""
+    producer = x.producer
+    if producer is None or producer.op != Op.MATMUL:
+        return None
+    if x.rank == 2:
+        return Fail(f"{x.name!r} is a 2-D matmul: its bias add belongs to the GEMM")
+    if activation in FUSED_GEMM_ACTIVATIONS:
+        return Fail(
+            f"{x.name!r} is a matmul: ONNX Runtime fuses it, its bias and {activation.attr} in one FusedGemm"
+        )
+    return None
+
+
 def check_bias_act(match):
     x, c, add = match["x"], match["c"], match.node("add")
-    failure = check_fusable(x, match.root)
+    failure = check_fusable(x, match.root) or gemm_with_bias(x, activation_of(match.root))
     if failure:
         return failure
     bias = bias_vector(x, c, add)
