@@ -30,13 +30,15 @@ stage() {
 for s in $stages; do
   case $s in
     tests) TAIL=8 stage tests python3 -m pytest -q -p no:cacheprovider -x tests/ort/test_ort_cuda.py \
+             tests/ort/test_ort_cuda_affine_act.py \
              tests/fused/test_torch_triton.py tests/kernels/test_cuda_launch.py \
              tests/kernels/test_activations.py tests/kernels/test_norm_act.py \
-             tests/kernels/test_norm_act_linear.py tests/fused/test_torch_launch.py \
+             tests/kernels/test_norm_act_linear.py tests/kernels/test_affine_act.py tests/fused/test_torch_launch.py \
              tests/fused/test_torch_launch_plan.py tests/fused/test_torch_direct.py tests/torch_state ;;
     parity) stage parity python3 bench/bench_torch_parity.py --out "$results" ${PARITY_ARGS:-} ;;
     eager) stage eager python3 bench/bench_eager_op_cost.py --out "$results" ;;
     kernels) stage kernels python3 bench/bench_kernels.py --no-compile --out "$results" ;;
+    affine) stage affine python3 bench/bench_affine_act.py --out "$results" ;;
     cnn) stage cnn python3 bench/bench_cnn_batch_norm.py --out "$results" --device cuda --size 224 ;;
     ort) stage ort python3 bench/bench_ort_cuda.py --out "$results" ;;
     seed) stage seed python3 -m graphopt.benchmark models/split_stack.pt2 --out "$results" ;;

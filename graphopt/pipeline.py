@@ -14,13 +14,14 @@ from graphopt.passes.canonicalize import (
     ELIMINATE_COMMON_SUBEXPRESSIONS,
     FOLD_BATCH_NORM,
     FOLD_CONSTANTS,
+    FOLD_ONNX_BATCH_NORM,
     FOLD_SHAPE_INPUTS,
     MERGE_RECOGNIZED_DUPLICATES_ONCE,
     NORMALIZE_AXES,
     REMOVE_DEAD_NODES,
     REMOVE_IDENTITY,
 )
-from graphopt.passes.fuse import FUSE_NORM_ACT, FUSE_NORM_ACT_LINEAR
+from graphopt.passes.fuse import FUSE_BATCH_NORM_ACT, FUSE_BIAS_ACT, FUSE_NORM_ACT, FUSE_NORM_ACT_LINEAR
 from graphopt.passes.horizontal import BATCH_EMBEDDING_LOOKUPS, BATCH_PARALLEL_CHAINS, BATCH_SPLIT_CHAINS
 from graphopt.passes.recognize import (
     RECOGNIZE_ACTIVATIONS,
@@ -68,6 +69,7 @@ PIPELINE: tuple[Pass, ...] = (
     FOLD_CONSTANTS,
     # (after constant folding, which may compute a batch norm's statistics or a conv's weight)
     FOLD_BATCH_NORM,
+    FOLD_ONNX_BATCH_NORM,
     FOLD_SHAPE_INPUTS,
     NORMALIZE_AXES,
     ELIMINATE_COMMON_SUBEXPRESSIONS,
@@ -84,6 +86,10 @@ PIPELINE: tuple[Pass, ...] = (
     MERGE_RECOGNIZED_DUPLICATES,
     FUSE_NORM_ACT,
     FUSE_NORM_ACT_LINEAR,
+    # (after the norm fusions, which take an activation after a norm first; a batch norm's activation
+    # before fuse_bias_act would take it alone)
+    FUSE_BATCH_NORM_ACT,
+    FUSE_BIAS_ACT,
     # (last but dead-node removal: a recognizer is a means, not a result)
     RESTORE_UNFUSED,
     REMOVE_DEAD_NODES,

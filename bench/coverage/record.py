@@ -23,6 +23,9 @@ FUSION_PASSES = (
     "batch_parallel_chains",
     "fuse_norm_act",
     "fuse_norm_act_linear",
+    "fold_onnx_batch_norm",
+    "fuse_batch_norm_act",
+    "fuse_bias_act",
 )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .ort_fusions import BIAS_ACTS
+
 FINDINGS = Path(__file__).with_name("findings.md")
 
 PATH_LABELS = {
@@ -70,12 +72,13 @@ def _ort_section(rows: list[dict[str, Any]]) -> list[str]:
         "ORT's optimizer (`onnxruntime.transformers.optimizer.optimize_model`, `opt_level=0`) on the same",
         "ONNX files. *norms*: LayerNormalization and SimplifiedLayerNormalization nodes, with or without a",
         "residual; *residual*: SkipLayerNormalization / SkipSimplifiedLayerNormalization (residual add +",
-        "norm), which graphopt writes as `graphopt.NormAct` with a residual input. ORT's other fusions",
-        "(attention, BiasGelu, FastGelu, EmbedLayerNormalization) have no graphopt op.",
+        "norm), which graphopt writes as `graphopt.NormAct` with a residual input; *bias + GELU*: BiasGelu",
+        "and FastGelu, which graphopt writes as `graphopt.AffineAct`. ORT's other fusions (attention,",
+        "EmbedLayerNormalization) have no graphopt op.",
         "",
         "| model | export path | ORT model_type | ORT norms / residual | graphopt norms / residual | "
-        "graphopt ≥ ORT | ORT's other fusions |",
-        "|---|---|---|---|---|---|---|",
+        "ORT / graphopt bias + GELU | graphopt ≥ ORT | ORT's other fusions |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         ort = row.get("ort")
@@ -84,17 +87,20 @@ def _ort_section(rows: list[dict[str, Any]]) -> list[str]:
         if "error" in ort:
             lines.append(
                 f"| {row['model']} | {PATH_LABELS[row['path']]} | {ort.get('model_type', '')} "
-                f"| failed: {_cell(ort['error'])} | | | |"
+                f"| failed: {_cell(ort['error'])} | | | | |"
             )
             continue
         ours = row.get("norms") or {"norms": 0, "skip_norms": 0}
         verdict = "yes" if ort["comparison"]["ok"] else "**no**"
         others = ", ".join(
-            f"{k} × {v}" for k, v in sorted(ort["fused"].items()) if "LayerNormalization" not in k
+            f"{k} × {v}"
+            for k, v in sorted(ort["fused"].items())
+            if "LayerNormalization" not in k and k not in BIAS_ACTS
         )
         lines.append(
             f"| {row['model']} | {PATH_LABELS[row['path']]} | {ort['model_type']} "
-            f"| {ort['norms']} / {ort['skip_norms']} | {ours['norms']} / {ours['skip_norms']} | {verdict} "
+            f"| {ort['norms']} / {ort['skip_norms']} | {ours['norms']} / {ours['skip_norms']} "
+            f"| {ort.get('bias_acts', '?')} / {ours.get('bias_acts', '?')} | {verdict} "
             f"| {others or '-'} |"
         )
     return lines

@@ -23,7 +23,7 @@ from .timing import copy_bandwidth_bytes_per_s, gpu_us, start_to_finish_us
 
 log = logging.getLogger(__name__)
 
-VERTICAL_PASSES = ("fuse_norm_act", "fuse_norm_act_linear")
+VERTICAL_PASSES = ("fuse_norm_act", "fuse_norm_act_linear", "fuse_batch_norm_act", "fuse_bias_act")
 
 
 @dataclass

@@ -12,6 +12,7 @@ the ``fold_shape_inputs`` pass turns constant ones into attributes, so rules mat
 
 from __future__ import annotations
 
+from graphopt.fused.affine_act import AFFINE_ACT as _AFFINE_ACT_SPEC
 from graphopt.fused.norm_act import NORM_ACT as _NORM_ACT_SPEC
 from graphopt.fused.norm_act_linear import NORM_ACT_LINEAR as _NORM_ACT_LINEAR_SPEC
 
@@ -69,6 +70,7 @@ class Op:
     NORM_ACT_LINEAR = (
         _NORM_ACT_LINEAR_SPEC.ir_op
     )  # (x, scale?, bias?, weight, linear_bias?); + out_activation
+    AFFINE_ACT = _AFFINE_ACT_SPEC.ir_op  # inputs (x, scale?, bias?) of [x.shape[axis]]; activation, axis
 
 
 UNARY_POINTWISE = frozenset(

@@ -8,6 +8,7 @@ from .eliminate_common_subexpressions import AFTER_RECOGNITION as MERGE_RECOGNIZ
 from .eliminate_common_subexpressions import PASS as ELIMINATE_COMMON_SUBEXPRESSIONS
 from .fold_batch_norm import PASS as FOLD_BATCH_NORM
 from .fold_constants import PASS as FOLD_CONSTANTS
+from .fold_onnx_batch_norm import PASS as FOLD_ONNX_BATCH_NORM
 from .fold_shape_inputs import PASS as FOLD_SHAPE_INPUTS
 from .normalize_axes import PASS as NORMALIZE_AXES
 from .remove_dead_nodes import PASS as REMOVE_DEAD_NODES
@@ -20,6 +21,7 @@ __all__ = [
     "ELIMINATE_COMMON_SUBEXPRESSIONS",
     "FOLD_BATCH_NORM",
     "FOLD_CONSTANTS",
+    "FOLD_ONNX_BATCH_NORM",
     "FOLD_SHAPE_INPUTS",
     "MERGE_RECOGNIZED_DUPLICATES_ONCE",
     "NORMALIZE_AXES",

@@ -27,6 +27,8 @@ from graphopt.ir import Graph, Node, Op, Tensor, Value, constant_of, opaque_name
 from graphopt.ir.provenance import record_origins
 from graphopt.rewrite import NearMiss, Pass, RewriteStats, count_rewrite, may_rewrite
 
+from .batch_norms import BATCH_NORMS
+
 # Opaque ops the torch.export frontend reads with fixed input slots and attributes (aten_slots):
 # (x, weight, bias) with ``transposed``; (x, weight, bias, running_mean, running_var) with ``training``
 # and ``eps``.
@@ -41,17 +43,6 @@ CONVOLUTIONS = frozenset(
         "conv3d.padding",
         "convolution.default",
         "_convolution.default",
-    )
-)
-BATCH_NORMS = frozenset(
-    opaque_name("aten", name)
-    for name in (
-        "_native_batch_norm_legit_no_training.default",
-        "_batch_norm_no_update.default",
-        "batch_norm.default",
-        "native_batch_norm.default",
-        "cudnn_batch_norm.default",
-        "miopen_batch_norm.default",
     )
 )
 

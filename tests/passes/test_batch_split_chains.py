@@ -14,7 +14,7 @@ from exporting import (
 import graphopt
 
 BATCH_PASSES = ["batch_split_chains", "batch_parallel_chains"]
-LATER_FUSIONS = ["fuse_norm_act", "fuse_norm_act_linear"]
+LATER_FUSIONS = ["fuse_norm_act", "fuse_norm_act_linear", "fuse_batch_norm_act", "fuse_bias_act"]
 PER_SLICE_OPS = {"Split", "Slice", "Gather", "Concat", "Unsqueeze", "Squeeze"}
 
 

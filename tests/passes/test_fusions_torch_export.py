@@ -9,7 +9,7 @@ from test_fuse_norm_act import POSITIVE as VERTICAL
 
 from models.split_stack import SplitStack
 
-LATER_FUSIONS = ["fuse_norm_act", "fuse_norm_act_linear"]
+LATER_FUSIONS = ["fuse_norm_act", "fuse_norm_act_linear", "fuse_batch_norm_act", "fuse_bias_act"]
 
 
 @pytest.mark.parametrize("form", TORCH_FORMS)
