@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from graphopt.passes import (
+    batch_embedding_bags,
     batch_embedding_lookups,
     batch_parallel_chains,
     batch_split_chains,
@@ -77,6 +78,7 @@ PIPELINE: tuple[Pass, ...] = (
     recognize_norms.PASS,
     # Before the batching: its one lookup is the split source that batch_split_chains batches from.
     batch_embedding_lookups.PASS,
+    batch_embedding_bags.PASS,
     batch_split_chains.PASS,
     batch_parallel_chains.PASS,
     collapse_reshapes.PASS,

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..ir import GraphError, Node, Op, constant_of
+from .embedding_bag_emit import emit_aten as _embedding_bag
 from .fx_build import FxBuilder
 
 aten = torch.ops.aten
@@ -268,6 +269,7 @@ _EMITTERS: dict[str, Emitter] = {
     Op.SPLIT: _split,
     Op.SLICE: _slice,
     Op.GATHER: _gather,
+    Op.EMBEDDING_BAG: _embedding_bag,
     Op.CONCAT: _concat,
     Op.STACK: _stack,
     Op.CAST: _cast,

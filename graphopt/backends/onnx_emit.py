@@ -14,6 +14,7 @@ from onnx import helper, numpy_helper
 
 from ..ir import DType, Graph, GraphError, Node, Op, Tensor
 from ..ir.ops import BINARY_POINTWISE
+from .embedding_bag_emit import emit_onnx as _embedding_bag
 
 FUSED_DOMAIN = "graphopt"
 
@@ -388,6 +389,7 @@ _EMITTERS: dict[str, Callable[[Emitter, Node], None]] = {
     Op.LAYER_NORM: _layer_norm,
     Op.RMS_NORM: _rms_norm,
     Op.REDUCE_MEAN: _reduce_mean,
+    Op.EMBEDDING_BAG: _embedding_bag,
     Op.GELU: _gelu,
     Op.SILU: _silu,
     Op.RSQRT: _rsqrt,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from . import embedding_bag
 from .dtypes import DType
 from .graph import Dim, GraphError, Node, Shape
 from .ops import BINARY_POINTWISE, UNARY_POINTWISE, Op
@@ -291,6 +292,7 @@ _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
     Op.STACK: _stack,
     Op.REDUCE_MEAN: _reduce_mean,
     Op.VAR_MEAN: _var_mean,
+    Op.EMBEDDING_BAG: embedding_bag.output_type,
     Op.MATMUL: _matmul,
     Op.LINEAR: lambda node: _linear_of(node, weight_index=1),
     Op.NORM_ACT: _norm_act,
