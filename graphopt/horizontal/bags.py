@@ -73,9 +73,7 @@ def _plain(bag: Bag) -> bool:
         return False
     if not isinstance(indices.shape[1], int) or indices.shape[1] < 1:
         return False
-    if weights is not None and (weights.shape != indices.shape or weights.dtype != table.dtype):
-        return False
-    return bag.output.shape is not None and bag.output.shape[-1] == table.shape[1]
+    return weights is None or (weights.shape == indices.shape and weights.dtype == table.dtype)
 
 
 # ----- torch.export's nn.EmbeddingBag ------------------------------------------------------------
