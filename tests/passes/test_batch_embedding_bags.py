@@ -1,0 +1,173 @@
+import numpy as np
+import onnx
+import pytest
+import torch
+from exporting import (
+    ONNX_PATHS,
+    export_onnx,
+    feeds_for,
+    float64_reference,
+    near_misses,
+    optimize_checked,
+    run_onnx,
+)
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
+
+import graphopt
+from models.embeddings import Dlrm, dlrm_inputs, vocab_sizes
+
+RULE = "batch_embedding_bags"
+PATHS = (*ONNX_PATHS, "torch.export")
+N = 8  # features: enough that one pooled lookup saves launches
+WEIGHTED_N = 12  # (weights add a stack to the batched form)
+VARIANTS = [("sum", False), ("mean", False), ("sum", True)]
+
+
+class HandPooled(torch.nn.Module):
+    """The DLRM front written with nn.Embedding: emb(ids).sum(1), stacked with a dense vector."""
+
+    def __init__(self, n=N, d=4):
+        super().__init__()
+        self.tables = torch.nn.ModuleList(torch.nn.Embedding(r, d) for r in vocab_sizes(n))
+
+    def forward(self, dense, *ids):
+        pooled = [table(i).sum(1) for table, i in zip(self.tables, ids, strict=True)]
+        return torch.stack([dense, *pooled], dim=1)
+
+
+def _optimize(module, args, path, **options):
+    if path == "torch.export":
+        optimized, report = graphopt.optimize(
+            torch.export.export(module, args), check_each_pass=True, **options
+        )
+        assert report.verification["ok"], report.verification["summary"]
+        return optimized, report
+    return optimize_checked(export_onnx(module, args, path), **options)
+
+
+def _run(optimized, args):
+    if isinstance(optimized, onnx.ModelProto):
+        return run_onnx(optimized, feeds_for(optimized, args))[0]
+    with torch.no_grad():
+        return optimized.module()(*args).numpy()
+
+
+def _lookups(optimized) -> int:
+    """Table lookups left: ONNX Gathers and Loops on 2-D tables; torch embedding calls."""
+    if isinstance(optimized, onnx.ModelProto):
+        tables = {t.name for t in optimized.graph.initializer if len(t.dims) == 2 and t.dims[0] >= 50}
+        gathers = [n for n in optimized.graph.node if n.op_type == "Gather" and n.input[0] in tables]
+        return len(gathers) + sum(n.op_type == "Loop" for n in optimized.graph.node)
+    targets = [str(n.target) for n in optimized.graph.nodes if n.op == "call_function"]
+    return sum("embedding" in t for t in targets)
+
+
+def _fresh(n, batch, bag, weighted, seed):
+    """Random ids with the edge cases: each table's last row, a row repeated within a bag."""
+    generator = torch.Generator().manual_seed(seed)
+    dense = torch.randn(batch, 13, generator=generator)
+    ids = []
+    for rows in vocab_sizes(n):
+        block = torch.randint(0, rows, (batch, bag), generator=generator)
+        block[0, :] = rows - 1
+        block[1, 1] = block[1, 0]
+        ids.append(block)
+    weights = [torch.rand(batch, bag, generator=generator) for _ in range(n)] if weighted else []
+    return (dense, *ids, *weights)
+
+
+@pytest.mark.parametrize(("mode", "weighted"), VARIANTS)
+@pytest.mark.parametrize("path", PATHS)
+def test_dlrm_pools_every_feature_in_one_lookup(path, mode, weighted):
+    n = WEIGHTED_N if weighted else N
+    module = Dlrm(n=n, d=4, mode=mode, weighted=weighted).eval()
+    args = dlrm_inputs(n, batch=5, weighted=weighted)
+    optimized, report = _optimize(module, args, path)
+    assert report.rule_counts[RULE] == 1
+    assert _lookups(optimized) == 1
+    fresh = _fresh(n, 5, 4, weighted, seed=7)
+    (expected,) = float64_reference(module, fresh)
+    np.testing.assert_allclose(_run(optimized, fresh), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_hand_written_sum_is_pooled_too(path):
+    module, args = HandPooled().eval(), _fresh(N, 6, 3, False, seed=3)[: N + 1]
+    args = (args[0][:, :4], *args[1:])
+    optimized, report = _optimize(module, args, path)
+    assert report.rule_counts[RULE] == 1 and _lookups(optimized) == 1
+    (expected,) = float64_reference(module, args)
+    np.testing.assert_allclose(_run(optimized, args), expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_out_of_range_index_fails_in_onnx_runtime_as_in_the_original(path):
+    module, args = Dlrm(n=N, d=4).eval(), dlrm_inputs(N, batch=5)
+    model = export_onnx(module, args, path)
+    optimized, report = optimize_checked(model)
+    assert report.rule_counts[RULE] == 1
+    rows = vocab_sizes(N)
+    bad = list(args)
+    bad[2] = bad[2].clone()
+    bad[2][3, 1] = rows[1]  # a neighbour's first row once offset
+    for graph in (model, optimized):
+        with pytest.raises(InvalidArgument, match="out of data bounds"):
+            run_onnx(graph, feeds_for(graph, tuple(bad)))
+
+
+@pytest.mark.parametrize("value", ["past_own_table", "negative"])
+def test_out_of_range_index_fails_in_torch_as_in_the_original(value):
+    module, args = Dlrm(n=N, d=4).eval(), dlrm_inputs(N, batch=5)
+    program = torch.export.export(module, args)
+    optimized, report = _optimize(module, args, "torch.export")
+    assert report.rule_counts[RULE] == 1
+    bad = list(args)
+    bad[2] = bad[2].clone()
+    bad[2][3, 1] = vocab_sizes(N)[1] if value == "past_own_table" else -1
+    for run in (module, program.module(), optimized.module()):  # (torch's embedding_bag bounds check on CPU)
+        with pytest.raises(RuntimeError, match="Expected i < index_size"):
+            run(*bad)
+
+
+def test_negative_indices_read_from_the_end_in_onnx_as_in_the_original():
+    module, args = Dlrm(n=N, d=4).eval(), dlrm_inputs(N, batch=5)
+    model = export_onnx(module, args, "dynamo")
+    optimized, _ = optimize_checked(model)
+    wrapped = [a.clone() for a in args]
+    for block, rows in zip(wrapped[1:], vocab_sizes(N), strict=True):
+        block[2, :] = torch.tensor([-1, -rows, 0, rows - 1])
+    expected = run_onnx(model, feeds_for(model, tuple(wrapped)))[0]
+    np.testing.assert_allclose(
+        run_onnx(optimized, feeds_for(optimized, tuple(wrapped)))[0], expected, rtol=1e-6
+    )
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_few_cheap_bags_stay_as_they_are(path):
+    """Three torch embedding_bag calls (or three Gather + ReduceSum) cost less than the index arithmetic."""
+    if path == "torch.export":
+        module, args = Dlrm(n=3, d=4).eval(), dlrm_inputs(3, batch=5)
+    else:
+        module, args = HandPooled(n=3).eval(), _fresh(3, 5, 2, False, seed=1)
+        args = (args[0][:, :4], *args[1:])
+    optimized, report = _optimize(module, args, path)
+    assert RULE not in report.rule_counts
+    assert any("kernels would replace" in m for m in near_misses(report, RULE))
+    assert _lookups(optimized) == 3
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_three_exported_bag_loops_are_pooled(path):
+    """The exporters' Loop runs one iteration per bag: even three of them are worth one lookup."""
+    module, args = Dlrm(n=3, d=4).eval(), dlrm_inputs(3, batch=5)
+    optimized, report = _optimize(module, args, path)
+    assert report.rule_counts[RULE] == 1 and _lookups(optimized) == 1
+
+
+def test_concatenated_table_is_the_only_copy():
+    module, args = Dlrm(n=N, d=4).eval(), dlrm_inputs(N, batch=5)
+    model = export_onnx(module, args, "dynamo")
+    optimized, _ = optimize_checked(model)
+    tables = [tuple(t.dims) for t in optimized.graph.initializer if len(t.dims) == 2 and t.dims[1] == 4]
+    assert (sum(vocab_sizes(N)), 4) in tables
+    assert not [d for d in tables if d[0] in vocab_sizes(N)]
