@@ -1,14 +1,16 @@
 """Embedding-fronted recommendation models on a GPU: N ∈ {8, 32, 128}, B ∈ {512, 4096}, D ∈ {64, 128}.
 
 Model (a) (models/embeddings.py: N tables → LayerNorm → tanh → stack → Linear(D, 1) → ReLU) and, with
-``--models dlrm``, the DLRM-style model (b). For each size: the original in eager PyTorch, the
+``--models dlrm,dlrm_mean,dlrm_weighted``, the DLRM-style model (b) with N ``nn.EmbeddingBag`` features
+of BAG ids each (sum, mean, sum with per-sample weights). For each size: the original in eager PyTorch, the
 hand-batched version (one concatenated table) in eager PyTorch and in ORT's CUDA EP, torch.compile of
 the original, ORT's CUDA EP on the original, and graphopt through torch (direct call, CUDA graph) and
 through ORT (with graphopt's op library). Start-to-finish µs (GPU µs), the largest difference from
 eager, and the bytes of the ONNX models' weights (original vs optimized: the tables are held once).
 
-    python bench/bench_embeddings.py --out OUT [--models a,dlrm] [--n 8,32,128] [--batch 512,4096]
-        [--d 64,128] [--compile default,max-autotune-no-cudagraphs] [--norm shared|per-feature] [--quick]
+    python bench/bench_embeddings.py --out OUT [--models a,dlrm,dlrm_mean,dlrm_weighted] [--n 8,32,128]
+        [--batch 512,4096] [--d 64,128] [--compile default,max-autotune-no-cudagraphs]
+        [--norm shared|per-feature] [--quick]
 
 Writes OUT/embeddings.json and OUT/embeddings.md. The "graphopt ORT" column needs graphopt's ONNX Runtime
 library (``GRAPHOPT_ORT_LIBRARY``, as bench/run_gpu.sh builds and sets it).
@@ -32,10 +34,19 @@ import graphopt
 from graphopt.benchmark.ort_cuda import ort_cuda_callable
 from graphopt.benchmark.timing import gpu_us, start_to_finish_us
 from graphopt.runtime import cuda_graphed, direct_callable, to_device
-from models.embeddings import Dlrm, EmbeddingStack, HandBatched, dlrm_inputs, example_indices
+from models.embeddings import (
+    Dlrm,
+    EmbeddingStack,
+    HandBatched,
+    HandBatchedDlrm,
+    dlrm_inputs,
+    example_indices,
+)
 from models.onnx_export import export_dynamo
 
 SMALLEST_VOCAB = 1000  # tables of 1,000 to 1,000 + 37 (N - 1) rows: 220 MB of fp32 weights at N=128, D=128
+BAG = 4  # ids per bag of the DLRM models
+DLRM_VARIANTS = {"dlrm": ("sum", False), "dlrm_mean": ("mean", False), "dlrm_weighted": ("sum", True)}
 
 
 def measure(call, reference, iters):
@@ -134,9 +145,11 @@ def one(model, n, b, d, args):
         inputs = example_indices(n, b, smallest_vocab=SMALLEST_VOCAB)
         compile_modes = args.compile
     else:
-        module, hand = Dlrm(n, d, smallest_vocab=SMALLEST_VOCAB), None
-        inputs = dlrm_inputs(n, b, smallest_vocab=SMALLEST_VOCAB)
-        compile_modes = args.compile[:1]
+        mode, weighted = DLRM_VARIANTS[model]
+        module = Dlrm(n, d, mode=mode, weighted=weighted, smallest_vocab=SMALLEST_VOCAB).eval()
+        hand = HandBatchedDlrm(module).cuda().eval()
+        inputs = dlrm_inputs(n, b, bag=BAG, weighted=weighted, smallest_vocab=SMALLEST_VOCAB)
+        compile_modes = args.compile
     module = module.cuda().eval()
     inputs = tuple(t.cuda() for t in inputs)
     runtimes(row, module, inputs, hand, compile_modes, args.iters)
@@ -191,7 +204,9 @@ def _ints(text: str) -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
-    parser.add_argument("--models", default="a", help="comma-separated: a (embedding stack), dlrm")
+    parser.add_argument(
+        "--models", default="a", help="comma-separated: a (embedding stack), dlrm, dlrm_mean, dlrm_weighted"
+    )
     parser.add_argument("--n", type=_ints, default=[8, 32, 128])
     parser.add_argument("--batch", type=_ints, default=[512, 4096])
     parser.add_argument("--d", type=_ints, default=[64, 128])

@@ -7,6 +7,8 @@
   table-batched embeddings do), for the benchmark's "combined".
 - `Dlrm`: a DLRM-style model: dense features through a bottom MLP, N sparse features through
   ``nn.EmbeddingBag``, pairwise dot-product interaction, top MLP.
+- `HandBatchedDlrm`: the same function with one ``nn.EmbeddingBag`` on one concatenated table (what
+  table-batched embeddings do), for the benchmark's "combined".
 """
 
 from __future__ import annotations
@@ -123,6 +125,32 @@ class Dlrm(nn.Module):
         dots = torch.bmm(features, features.transpose(1, 2))
         interactions = dots[:, self.rows, self.cols]
         return torch.sigmoid(self.top(torch.cat([x, interactions], dim=1)))
+
+
+class HandBatchedDlrm(nn.Module):
+    """`Dlrm` by hand: its N bags pooled by one EmbeddingBag on the tables concatenated, per-feature
+    row offsets added to the [B, N, L] stacked ids."""
+
+    def __init__(self, original: Dlrm):
+        super().__init__()
+        weights = [bag.weight.detach() for bag in original.bags]
+        mode = original.bags[0].mode
+        self.bag = nn.EmbeddingBag.from_pretrained(torch.cat(weights), freeze=True, mode=mode)
+        rows = torch.tensor([0] + [w.shape[0] for w in weights[:-1]])
+        self.register_buffer("offsets", torch.cumsum(rows, 0).view(1, -1, 1))
+        self.original, self.weighted, self.n = original, original.weighted, len(weights)
+
+    def forward(self, dense: torch.Tensor, *sparse: torch.Tensor) -> torch.Tensor:
+        o = self.original
+        x = o.bottom(dense)
+        ids = torch.stack(sparse[: self.n], dim=1) + self.offsets  # [B, N, L]
+        batch, n, size = ids.shape
+        weights = torch.stack(sparse[self.n :], dim=1).reshape(-1, size) if self.weighted else None
+        pooled = self.bag(ids.reshape(-1, size), per_sample_weights=weights).view(batch, n, -1)
+        features = torch.cat([x.unsqueeze(1), pooled], dim=1)
+        dots = torch.bmm(features, features.transpose(1, 2))
+        interactions = dots[:, o.rows, o.cols]
+        return torch.sigmoid(o.top(torch.cat([x, interactions], dim=1)))
 
 
 def dlrm_inputs(
