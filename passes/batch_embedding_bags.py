@@ -121,7 +121,9 @@ def batch_run(graph: Graph, run: Run) -> None:
             rows += bag.table.shape[0]
     dtype = bags[0].table.dtype
     joined = np.concatenate([constant_of(t).numpy() for t in tables], axis=0)
-    table = b.constant(Tensor.from_array(joined, dtype), graph.fresh_name("embedding_bag_tables"))
+    # (derived from the tables: the torch backend keeps it a parameter, named after them)
+    name = graph.fresh_name("embedding_bag_tables")
+    table = b.constant(Tensor.from_array(joined, dtype), name, derived_from=list(tables))
 
     index_type = bags[0].indices.dtype
     spread = [1, 1, 1]

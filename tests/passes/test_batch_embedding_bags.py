@@ -210,3 +210,10 @@ def test_bags_of_different_sizes_stay_as_they_are_and_empty_bags_are_zero(path):
     (expected,) = float64_reference(module, fresh)
     assert not expected[1, 1:].any()
     np.testing.assert_allclose(_run(optimized, fresh), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_torch_keeps_the_concatenated_table_a_parameter_named_after_the_tables():
+    module, args = Dlrm(n=N, d=4).eval(), dlrm_inputs(N, batch=5)
+    optimized, _ = _optimize(module, args, "torch.export")
+    tables = {k: tuple(v.shape) for k, v in optimized.state_dict.items() if k.startswith("bags")}
+    assert tables == {f"bags.0_to_{N - 1}.weight": (sum(vocab_sizes(N)), 4)}
