@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.horizontal.bags import Bag, as_bag
+from graphopt.horizontal.bag import Bag
+from graphopt.horizontal.bags import as_bag
 from graphopt.horizontal.reachability import depends_on_any
 from graphopt.ir import Graph, Node, Op, Tensor, Value, constant_of
 from graphopt.rewrite import Builder, Fail, NearMiss, Pass, RewriteStats

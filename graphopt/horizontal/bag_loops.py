@@ -16,15 +16,11 @@ offsets ``arange(0, B·L + 1, L)`` over indices that are a [B, L] block flattene
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import onnx
 
 from ..ir import Node, Op, Value, constant_of, opaque_name
-
-if TYPE_CHECKING:
-    from .bags import Bag
+from .bag import Bag
 
 LOOP = opaque_name("onnx", "Loop")
 CONCAT_FROM_SEQUENCE = opaque_name("onnx", "ConcatFromSequence")
@@ -137,8 +133,6 @@ def _scalar(value: Value | None) -> int | None:
 
 
 def _make(output: Value, nodes, table, indices, weights, mode, loop_body) -> Bag:
-    from .bags import Bag
-
     # (B iterations of the body's ops: the launches the original spends)
     kernels = len(nodes) + indices.shape[0] * len(loop_body.node)
     return Bag(output, tuple(nodes), table, indices, weights, mode, True, kernels)

@@ -17,12 +17,14 @@ different sizes stays as it is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from onnx import helper
 
+from ..frontends.fx_source import Ref
 from ..ir import DType, Node, Op, Value, constant_of, opaque_name
+from .bag import Bag
 from .bag_loops import loop_bag
 
 INDEX_TYPES = frozenset({DType.INT64, DType.INT32})
@@ -35,18 +37,6 @@ ATEN_SUM = opaque_name("aten", "sum.dim_IntList")
 ATEN_ARANGE = opaque_name("aten", "arange.start_step")
 ONNX_REDUCE_SUM = opaque_name("onnx", "ReduceSum")
 _TORCH_MODES = {0: "sum", 1: "mean"}
-
-
-@dataclass(frozen=True)
-class Bag:
-    output: Value  # [B, D]
-    nodes: tuple[Node, ...]  # what computes it from table, indices and weights (erased once batched)
-    table: Value  # a constant [V, D]
-    indices: Value  # [B, L], a run-time value
-    weights: Value | None  # [B, L]
-    mode: str  # "sum" | "mean"
-    wraps_negative: bool  # ONNX Gather reads -V..-1 from the end; torch rejects negative indices
-    kernels: int  # launches the original spends on this bag
 
 
 def as_bag(value: Value) -> Bag | None:
@@ -126,7 +116,7 @@ def call_arguments(node: Node) -> dict[str, Any] | None:
             value = argument.default_value
         else:
             return None
-        if hasattr(value, "member") and hasattr(value, "input"):  # a Ref to an input of the node
+        if isinstance(value, Ref):  # a tensor argument: an input of the node
             value = node.input(value.input)
         bound[argument.name] = value
     return bound
@@ -210,8 +200,6 @@ def _reduction(node: Node) -> tuple[tuple[int, ...] | None, bool, str]:
 
 
 def _onnx_attrs(node: Node) -> dict[str, Any]:
-    from onnx import helper
-
     proto = getattr(node, "source", None)
     return {} if proto is None else {a.name: helper.get_attribute_value(a) for a in proto.attribute}
 
