@@ -11,7 +11,10 @@ inputs of the stack (a concat views it as [B, N·D]); the other inputs join it t
 
 It applies to a run of at least two neighbouring inputs of one stack or concat that are bag lookups
 (graphopt/horizontal/bags.py reads their forms) of one mode, one width and dtype, indices of one
-shape and dtype, all with per-sample weights or none, each read only there; and only where it saves
+shape and dtype, all with per-sample weights or none, each read only there; and, as
+``batch_embedding_lookups`` does for plain lookups, to bags that feed every input of a stack or concat
+through identical per-feature chains (norm → activation, say): pooled as [N, B, D], each feature's
+result a gather of its row, from which ``batch_split_chains`` batches the chains. Only where it saves
 launches (the index arithmetic is a handful of small kernels).
 
 Indices out of range keep failing as they did, as in ``batch_embedding_lookups``: an index outside its
@@ -27,17 +30,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphopt.horizontal.bag import Bag
+from graphopt.horizontal.bag_pooling import pool, pooled_kernels
 from graphopt.horizontal.bags import as_bag
+from graphopt.horizontal.chains import Chain, first_difference, signature, trace_chain
 from graphopt.horizontal.reachability import depends_on_any
-from graphopt.ir import Graph, Node, Op, Tensor, Value, constant_of
+from graphopt.ir import DType, Graph, Node, Op
+from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import Builder, Fail, NearMiss, Pass, RewriteStats
 from graphopt.rewrite.driver import count_rewrite, may_rewrite, replace_value
 
 RULE = "batch_embedding_bags"
-# Kernels of the batched form besides the pooling: the indices' stack, two comparisons, an addition
-# and two selections; three more (comparison, addition, selection) where negative indices wrap.
-INDEX_KERNELS = 6
-WRAP_KERNELS = 3
 
 
 @dataclass
@@ -97,14 +99,10 @@ def _qualify(graph: Graph, run: Run) -> Run | Fail:
     runtime = [bag.indices for bag in bags] + [bag.weights for bag in bags if bag.weights is not None]
     if depends_on_any(graph, runtime, bags):
         return Fail("one bag's indices depend on another bag")
-    # The original: its lookups and the combine. The batched form: the index arithmetic, the stacked
-    # weights, the pooling (one _embedding_bag in torch; Gather, Mul, ReduceSum in ONNX) and a concat
+    # The original: its lookups and the combine; the batched form: the pooled lookup, and a concat
     # where other inputs join it.
-    weighted = bags[0].weights is not None
     before = sum(bag.kernels for bag in bags) + 1
-    pooling = 1 if graph.meta.get("frontend") != "onnx" else 2 + weighted
-    after = INDEX_KERNELS + WRAP_KERNELS * bags[0].wraps_negative + weighted + pooling
-    after += len(bags) < len(combine.inputs)
+    after = pooled_kernels(graph, bags) + (len(bags) < len(combine.inputs))
     if before <= after:
         return Fail(f"{len(bags)} bags: batched, about {after} kernels would replace {before}")
     return run
@@ -114,45 +112,7 @@ def batch_run(graph: Graph, run: Run) -> None:
     bags, combine = run.bags, run.combine
     axis, n = combine.attrs["axis"], len(bags)
     b = Builder(graph, RULE, anchor=bags[0].nodes[0])
-    tables: dict[Value, int] = {}  # each distinct table once, at its row offset
-    rows = 0
-    for bag in bags:
-        if bag.table not in tables:
-            tables[bag.table] = rows
-            rows += bag.table.shape[0]
-    dtype = bags[0].table.dtype
-    joined = np.concatenate([constant_of(t).numpy() for t in tables], axis=0)
-    # (derived from the tables: the torch backend keeps it a parameter, named after them)
-    name = graph.fresh_name("embedding_bag_tables")
-    table = b.constant(Tensor.from_array(joined, dtype), name, derived_from=list(tables))
-
-    index_type = bags[0].indices.dtype
-    spread = [1, 1, 1]
-    spread[axis] = n  # one value per feature, broadcast over the stacked [.., N, .., L] indices
-
-    def per_feature(values, name):
-        return b.constant(np.asarray(values).reshape(spread), graph.fresh_name(name), index_type)
-
-    sizes = per_feature([bag.table.shape[0] for bag in bags], "table_rows")
-    offsets = per_feature([tables[bag.table] for bag in bags], "table_offsets")
-    zero = b.constant(np.asarray(0), graph.fresh_name("zero"), index_type)
-    past_end = b.constant(np.asarray(rows), graph.fresh_name("past_end"), index_type)
-    indices = b.stack(*(bag.indices for bag in bags), axis=axis)
-    if bags[0].wraps_negative:
-        indices = b.where(b.less(indices, zero), b.add(indices, sizes), indices)
-    # In range of its own table: shifted to its rows; out of range: past the end, where the runtime's
-    # bounds check fails as it did on the original lookup.
-    shifted = b.where(b.less(indices, sizes), b.add(indices, offsets), past_end)
-    shifted = b.where(b.less(indices, zero), past_end, shifted)
-    weights = None
-    if bags[0].weights is not None:
-        weights = b.stack(*(bag.weights for bag in bags), axis=axis)
-    starts = None
-    if all(isinstance(d, int) for d in shifted.shape):
-        size = shifted.shape[-1]
-        count = int(np.prod(shifted.shape))
-        starts = b.constant(np.arange(0, count, size), graph.fresh_name("bag_offsets"), index_type)
-    pooled = b.embedding_bag(table, shifted, weights, starts, mode=bags[0].mode)
+    pooled = pool(graph, b, bags, axis)
     if combine.op == Op.CONCAT:  # [.., N, D] → [.., N·D]: the N results side by side
         dims = [d if isinstance(d, int) else -1 for d in pooled.shape]
         dims[axis : axis + 2] = [-1 if -1 in dims[axis : axis + 2] else dims[axis] * dims[axis + 1]]
@@ -168,6 +128,59 @@ def batch_run(graph: Graph, run: Run) -> None:
         result = b.concat(*before, pooled, *after, axis=axis)
     replace_value(graph, combine.output, result, b.created)
     graph.erase(combine)
+    _erase(graph, bags)
+
+
+@dataclass
+class Chained:
+    combine: Node
+    bags: list[Bag]
+    chains: list[Chain]
+
+
+def find_chained(graph: Graph, combine: Node) -> Chained | Fail | None:
+    """Bags that feed every input of ``combine`` through identical per-feature chains (a norm and an
+    activation each, say), or why they cannot be pooled as one (None: no such bags at all)."""
+    chains = [trace_chain(graph, value, combine) for value in combine.inputs]
+    if len(chains) < 2 or any(isinstance(c, Fail) or not c.nodes for c in chains):
+        return None  # (bags that feed the combine directly are runs)
+    bags = [as_bag(chain.piece) for chain in chains]
+    if any(bag is None for bag in bags):
+        return None
+    if len({_key(bag) for bag in bags}) != 1:
+        return Fail("the bags differ in mode, width, dtype, indices or weights")
+    width = bags[0].table.shape[1]
+    if any(chain.piece.rank != 2 or chain.piece.shape[-1] != width for chain in chains):
+        # (the chains' types were inferred from it: batching them needs them right)
+        return Fail(f"bag result {chains[0].piece.name!r} has no known [batch, {width}] shape")
+    if any(signature(chain) != signature(chains[0]) for chain in chains[1:]):
+        return Fail(first_difference(chains))
+    for chain in chains:
+        if graph.is_output(chain.piece) or any(use.node not in chain.nodes for use in chain.piece.uses):
+            return Fail(f"bag result {chain.piece.name!r} is also read outside its chain")
+    runtime = [bag.indices for bag in bags] + [bag.weights for bag in bags if bag.weights is not None]
+    if depends_on_any(graph, runtime, [*bags, *chains]):
+        return Fail("one bag's indices depend on another feature")
+    per_chain = sum(node.op not in VIEWS for node in chains[0].nodes)
+    before = sum(bag.kernels for bag in bags) + len(bags) * per_chain
+    after = pooled_kernels(graph, bags) + per_chain
+    if before <= after:
+        return Fail(f"{len(bags)} bags: batched, about {after} kernels would replace {before}")
+    return Chained(combine, bags, chains)
+
+
+def batch_chained(graph: Graph, found: Chained) -> None:
+    """One pooled lookup [N, B, D]; each feature's result a gather of its row, the split source that
+    batch_split_chains then batches the per-feature chains from."""
+    b = Builder(graph, RULE, anchor=found.bags[0].nodes[0])
+    pooled = pool(graph, b, found.bags, axis=0)
+    for k, bag in enumerate(found.bags):
+        position = b.constant(np.asarray(k), graph.fresh_name("feature"), DType.INT64)
+        replace_value(graph, bag.output, b.gather(pooled, position, axis=0), b.created)
+    _erase(graph, found.bags)
+
+
+def _erase(graph: Graph, bags: list[Bag]) -> None:
     for bag in bags:
         for node in bag.nodes:
             if node.graph is graph and not any(v.uses or graph.is_output(v) for v in node.outputs):
@@ -178,6 +191,15 @@ def run(graph: Graph) -> RewriteStats:
     stats = RewriteStats()
     for combine in graph.nodes_of((Op.STACK, Op.CONCAT)):
         if combine.graph is None:
+            continue
+        chained = find_chained(graph, combine)
+        if isinstance(chained, Fail):
+            stats.near_misses.append(NearMiss(RULE, combine.name, chained.reason))
+        elif chained is not None and may_rewrite():
+            batch_chained(graph, chained)
+            count_rewrite(RULE, combine.name)
+            stats.counts[RULE] += 1
+        if chained is not None:
             continue
         for found in find_runs(graph, combine):
             if isinstance(found, Fail):
