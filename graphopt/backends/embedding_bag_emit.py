@@ -32,8 +32,11 @@ def emit_onnx(e: Emitter, node: Node) -> None:
     e.node("Gather", [table, indices], [rows], name=f"{node.name}_gather", axis=0)
     if weights is not None:
         scale = e.temp(f"{node.name}_scale")
-        axes = e.const(np.asarray([-1], np.int64), f"{node.name}_scale_axes")
-        e.node("Unsqueeze", [weights, axes], [scale], name=f"{node.name}_unsqueeze")
+        if e.opset >= 13:
+            axes = e.const(np.asarray([-1], np.int64), f"{node.name}_scale_axes")
+            e.node("Unsqueeze", [weights, axes], [scale], name=f"{node.name}_unsqueeze")
+        else:  # (axes an attribute before opset 13)
+            e.node("Unsqueeze", [weights], [scale], name=f"{node.name}_unsqueeze", axes=[-1])
         weighted = e.temp(f"{node.name}_weighted")
         e.node("Mul", [rows, scale], [weighted], name=f"{node.name}_mul")
         rows = weighted

@@ -245,3 +245,28 @@ def test_bags_of_unknown_shape_feeding_chains_are_left_to_the_chain_passes():
     _, report = optimize_checked(model, skip=["batch_parallel_chains"])
     assert RULE not in report.rule_counts
     assert any("no known [batch, 16] shape" in m for m in near_misses(report, RULE))
+
+
+class HandWeighted(torch.nn.Module):
+    """(emb(ids) * w.unsqueeze(-1)).sum(1) per feature, stacked with a dense vector."""
+
+    def __init__(self, n=WEIGHTED_N):
+        super().__init__()
+        self.tables = torch.nn.ModuleList(torch.nn.Embedding(r, 4) for r in vocab_sizes(n))
+
+    def forward(self, dense, *ids_and_weights):
+        n = len(self.tables)
+        ids, weights = ids_and_weights[:n], ids_and_weights[n:]
+        pooled = [(t(i) * w.unsqueeze(-1)).sum(1) for t, i, w in zip(self.tables, ids, weights, strict=True)]
+        return torch.stack([dense, *pooled], 1)
+
+
+@pytest.mark.parametrize(("path", "opset"), [("torchscript", 11), ("torchscript", 18), ("dynamo", 18)])
+def test_hand_written_weighted_sum_is_pooled_at_old_and_new_opsets(path, opset):
+    args = _fresh(WEIGHTED_N, 5, 3, True, seed=2)
+    args = (args[0][:, :4], *args[1:])
+    module = HandWeighted().eval()
+    optimized, report = optimize_checked(export_onnx(module, args, path, opset=opset))
+    assert report.rule_counts[RULE] == 1 and _lookups(optimized) == 1
+    (expected,) = float64_reference(module, args)
+    np.testing.assert_allclose(_run(optimized, args), expected, rtol=1e-6, atol=1e-6)
