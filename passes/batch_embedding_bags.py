@@ -17,10 +17,11 @@ through identical per-feature chains (norm → activation, say): pooled as [N, B
 result a gather of its row, from which ``batch_split_chains`` batches the chains. Only where it saves
 launches (the index arithmetic is a handful of small kernels).
 
-Indices out of range keep failing as they did, as in ``batch_embedding_lookups``: an index outside its
-own table is mapped past the end of the concatenated one, where the runtime's bounds check raises
-(ONNX Runtime's Gather: "out of data bounds"; torch: "index out of range"); ONNX ``Gather`` reads -V..-1
-from the end of its table (kept), torch rejects negative indices (kept).
+Indices out of range keep failing as they did (graphopt/horizontal/bag_pooling.py): an index outside
+its own table is mapped past the end of the concatenated one, where the runtime's bounds check raises
+as on the original lookup (ONNX Runtime's Gather: "out of data bounds"; torch's embedding_bag on the
+CPU: "Expected i < index_size", as nn.EmbeddingBag's own); ONNX ``Gather`` reads -V..-1 from the end
+of its table (kept), torch rejects negative indices (kept).
 """
 
 from __future__ import annotations
