@@ -270,3 +270,36 @@ def test_hand_written_weighted_sum_is_pooled_at_old_and_new_opsets(path, opset):
     assert report.rule_counts[RULE] == 1 and _lookups(optimized) == 1
     (expected,) = float64_reference(module, args)
     np.testing.assert_allclose(_run(optimized, args), expected, rtol=1e-6, atol=1e-6)
+
+
+class NineInputs(torch.nn.Module):
+    """HandPooled with named inputs, for per-input dynamic shapes."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = HandPooled()
+
+    def forward(self, x, a, b, c, d, e, f, g, h):
+        return self.model(x, a, b, c, d, e, f, g, h)
+
+
+def _hand_args(batch, seed):
+    args = _fresh(N, batch, 3, False, seed=seed)[: N + 1]
+    return (args[0][:, :4], *args[1:])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_symbolic_batch(path):
+    module = NineInputs().eval()
+    if path == "torch.export":
+        batch = torch.export.Dim("batch")
+        program = torch.export.export(module, _hand_args(6, 3), dynamic_shapes=({0: batch},) * (N + 1))
+        optimized, report = graphopt.optimize(program, check_each_pass=True)
+        assert report.verification["ok"], report.verification["summary"]
+    else:
+        model = export_onnx(module, _hand_args(6, 3), path, dynamic_shapes=[(0,)] * (N + 1))
+        optimized, report = optimize_checked(model)
+    assert report.rule_counts[RULE] == 1 and _lookups(optimized) == 1
+    other = _hand_args(9, 5)
+    (expected,) = float64_reference(module, other)
+    np.testing.assert_allclose(_run(optimized, other), expected, rtol=1e-6, atol=1e-6)
