@@ -22,7 +22,12 @@ from graphopt.passes.canonicalize import (
     REMOVE_IDENTITY,
 )
 from graphopt.passes.fuse import FUSE_BATCH_NORM_ACT, FUSE_BIAS_ACT, FUSE_NORM_ACT, FUSE_NORM_ACT_LINEAR
-from graphopt.passes.horizontal import BATCH_EMBEDDING_LOOKUPS, BATCH_PARALLEL_CHAINS, BATCH_SPLIT_CHAINS
+from graphopt.passes.horizontal import (
+    BATCH_EMBEDDING_BAGS,
+    BATCH_EMBEDDING_LOOKUPS,
+    BATCH_PARALLEL_CHAINS,
+    BATCH_SPLIT_CHAINS,
+)
 from graphopt.passes.recognize import (
     RECOGNIZE_ACTIVATIONS,
     RECOGNIZE_LINEAR,
@@ -78,6 +83,7 @@ PIPELINE: tuple[Pass, ...] = (
     RECOGNIZE_NORMS,
     # Before the batching: its one lookup is the split source that batch_split_chains batches from.
     BATCH_EMBEDDING_LOOKUPS,
+    BATCH_EMBEDDING_BAGS,
     BATCH_SPLIT_CHAINS,
     BATCH_PARALLEL_CHAINS,
     COLLAPSE_RESHAPES,

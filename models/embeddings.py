@@ -2,11 +2,14 @@
 
 - `EmbeddingStack`: the seed with its embedding front. N tables (different vocabularies, one width D)
   → LayerNorm → tanh per feature → stack → Linear(D, 1) → ReLU. ``shared_norm`` selects one LayerNorm
-  for every feature (else one per feature, each with its own scale and bias).
+  for every feature (else one per feature, each with its own scale and bias). ``bag`` > 0 makes each
+  table an ``nn.EmbeddingBag`` (sum) of that many ids per row: indices [B, bag].
 - `HandBatched`: the same function written by hand as one lookup on one concatenated table (what
   table-batched embeddings do), for the benchmark's "combined".
 - `Dlrm`: a DLRM-style model: dense features through a bottom MLP, N sparse features through
   ``nn.EmbeddingBag``, pairwise dot-product interaction, top MLP.
+- `HandBatchedDlrm`: the same function with one ``nn.EmbeddingBag`` on one concatenated table (what
+  table-batched embeddings do), for the benchmark's "combined".
 """
 
 from __future__ import annotations
@@ -28,12 +31,17 @@ def vocab_sizes(n: int, smallest: int = 50) -> list[int]:
 
 
 class EmbeddingStack(nn.Module):
-    def __init__(self, n: int = 8, d: int = 64, shared_norm: bool = True, smallest_vocab: int = 50):
+    def __init__(
+        self, n: int = 8, d: int = 64, shared_norm: bool = True, smallest_vocab: int = 50, bag: int = 0
+    ):
         super().__init__()
         self.shared_norm = shared_norm
 
+        def table(rows):
+            return nn.EmbeddingBag(rows, d, mode="sum") if bag else nn.Embedding(rows, d)
+
         def build():
-            self.tables = nn.ModuleList(nn.Embedding(rows, d) for rows in vocab_sizes(n, smallest_vocab))
+            self.tables = nn.ModuleList(table(rows) for rows in vocab_sizes(n, smallest_vocab))
             norms = 1 if shared_norm else n
             self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(norms))
             for norm in self.norms:  # not the identity a fresh LayerNorm is
@@ -71,11 +79,12 @@ class HandBatched(nn.Module):
 
 
 def example_indices(
-    n: int = 8, batch: int = 32, smallest_vocab: int = 50, seed: int = INPUT_SEED
+    n: int = 8, batch: int = 32, smallest_vocab: int = 50, seed: int = INPUT_SEED, bag: int = 0
 ) -> tuple[torch.Tensor, ...]:
     generator = torch.Generator().manual_seed(seed)
     sizes = vocab_sizes(n, smallest_vocab)
-    return tuple(torch.randint(0, rows, (batch,), generator=generator) for rows in sizes)
+    shape = (batch, bag) if bag else (batch,)
+    return tuple(torch.randint(0, rows, shape, generator=generator) for rows in sizes)
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:
@@ -123,6 +132,32 @@ class Dlrm(nn.Module):
         dots = torch.bmm(features, features.transpose(1, 2))
         interactions = dots[:, self.rows, self.cols]
         return torch.sigmoid(self.top(torch.cat([x, interactions], dim=1)))
+
+
+class HandBatchedDlrm(nn.Module):
+    """`Dlrm` by hand: its N bags pooled by one EmbeddingBag on the tables concatenated, per-feature
+    row offsets added to the [B, N, L] stacked ids."""
+
+    def __init__(self, original: Dlrm):
+        super().__init__()
+        weights = [bag.weight.detach() for bag in original.bags]
+        mode = original.bags[0].mode
+        self.bag = nn.EmbeddingBag.from_pretrained(torch.cat(weights), freeze=True, mode=mode)
+        rows = torch.tensor([0] + [w.shape[0] for w in weights[:-1]])
+        self.register_buffer("offsets", torch.cumsum(rows, 0).view(1, -1, 1))
+        self.original, self.weighted, self.n = original, original.weighted, len(weights)
+
+    def forward(self, dense: torch.Tensor, *sparse: torch.Tensor) -> torch.Tensor:
+        o = self.original
+        x = o.bottom(dense)
+        ids = torch.stack(sparse[: self.n], dim=1) + self.offsets  # [B, N, L]
+        batch, n, size = ids.shape
+        weights = torch.stack(sparse[self.n :], dim=1).reshape(-1, size) if self.weighted else None
+        pooled = self.bag(ids.reshape(-1, size), per_sample_weights=weights).view(batch, n, -1)
+        features = torch.cat([x.unsqueeze(1), pooled], dim=1)
+        dots = torch.bmm(features, features.transpose(1, 2))
+        interactions = dots[:, o.rows, o.cols]
+        return torch.sigmoid(o.top(torch.cat([x, interactions], dim=1)))
 
 
 def dlrm_inputs(

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from models import mlp, split_stack, zoo_modules
+from models import embeddings, mlp, split_stack, zoo_modules
 from models.seeding import randn, seeded
 
 ALL_EXPORTERS = frozenset({"dynamo", "torchscript", "torch_export"})
 # The seed at test size: N slices of B×D.
 SEED_N, SEED_B, SEED_D = 4, 2, 8
+DLRM_N = 8  # sparse features: enough for one pooled lookup to pay in every runtime
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,14 @@ SPECS: tuple[ModuleSpec, ...] = (
         _ids,
         ("ids",),
         _tags("embedding", "gather", "int64_input"),
+    ),
+    # DLRM: a bottom MLP, eight nn.EmbeddingBag features (exported as Loops to ONNX), dot interaction.
+    ModuleSpec(
+        "dlrm",
+        lambda: embeddings.Dlrm(n=DLRM_N, d=8).eval(),
+        lambda: embeddings.dlrm_inputs(DLRM_N, batch=4),
+        ("dense", *(f"sparse_{i}" for i in range(DLRM_N))),
+        _tags("recsys", "embedding_bag", "embedding", "horizontal", "loop", "int64_input"),
     ),
     ModuleSpec(
         "buffers", _module(0, zoo_modules.Buffers), _floats(4, 8), ("x",), _tags("buffers", "layer_norm")

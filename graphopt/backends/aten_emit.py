@@ -15,6 +15,7 @@ import torch
 
 from ..fused.registry import FUSED_OPS, by_ir_op
 from ..ir import GraphError, Node, Op, constant_of
+from .embedding_bag_emit import emit_aten as _embedding_bag
 from .fx_build import FxBuilder
 
 aten = torch.ops.aten
@@ -263,6 +264,7 @@ _EMITTERS: dict[str, Emitter] = {
     Op.SPLIT: _split,
     Op.SLICE: _slice,
     Op.GATHER: _gather,
+    Op.EMBEDDING_BAG: _embedding_bag,
     Op.CONCAT: _concat,
     Op.STACK: _stack,
     Op.CAST: _cast,

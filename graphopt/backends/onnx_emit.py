@@ -16,6 +16,7 @@ from ..fused.registry import FUSED_OPS, by_ir_op
 from ..fused.spec import DOMAIN
 from ..ir import DType, Graph, GraphError, Node, Op, Tensor
 from ..ir.ops import BINARY_POINTWISE
+from .embedding_bag_emit import emit_onnx as _embedding_bag
 
 
 class Emitter:
@@ -385,6 +386,7 @@ _EMITTERS: dict[str, Callable[[Emitter, Node], None]] = {
     Op.LAYER_NORM: _layer_norm,
     Op.RMS_NORM: _rms_norm,
     Op.REDUCE_MEAN: _reduce_mean,
+    Op.EMBEDDING_BAG: _embedding_bag,
     Op.GELU: _gelu,
     Op.SILU: _silu,
     Op.RSQRT: _rsqrt,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from . import embedding_bag
 from .graph import Node
 from .infer import reshape_shape
 from .ops import Op
@@ -80,6 +81,7 @@ _EVALUATORS: dict[str, Callable] = {
     Op.SLICE: _slice,
     Op.SPLIT: _split,
     Op.REDUCE_MEAN: _reduce_mean,
+    Op.EMBEDDING_BAG: embedding_bag.evaluate,
     Op.SHAPE: _shape,
     Op.CONSTANT: lambda n: n.attrs["value"].numpy(),
 }

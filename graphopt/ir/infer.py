@@ -12,6 +12,7 @@ from collections.abc import Callable
 from graphopt.fused.registry import by_ir_op
 from graphopt.fused.spec import FusedOp
 
+from . import embedding_bag
 from .dtypes import DType
 from .graph import Dim, GraphError, Node, Shape
 from .ops import BINARY_POINTWISE, UNARY_POINTWISE, Op
@@ -297,6 +298,7 @@ _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
     Op.STACK: _stack,
     Op.REDUCE_MEAN: _reduce_mean,
     Op.VAR_MEAN: _var_mean,
+    Op.EMBEDDING_BAG: embedding_bag.output_type,
     Op.MATMUL: _matmul,
     Op.LINEAR: _linear,
     Op.CONSTANT: _constant,

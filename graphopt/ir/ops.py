@@ -61,6 +61,10 @@ class Op:
     # Reductions
     REDUCE_MEAN = "reduce_mean"  # axes: tuple[int], keepdims: bool; raw: (x, axes?)
     VAR_MEAN = "var_mean"  # axes, correction: int, keepdims: bool; outputs (var, mean) (aten var_mean)
+    # Pooled embedding lookup: rows of table [V, D] at indices [..., L] (times per_sample_weights
+    # [..., L] where given), summed or averaged over the bag axis L: [..., D]. ``offsets`` [M], where
+    # given, is arange(0, numel(indices), L): the torch form reads it (graphopt/ir/embedding_bag.py).
+    EMBEDDING_BAG = "embedding_bag"  # mode: "sum" | "mean"; inputs (table, indices, weights?, offsets?)
     # Linear algebra
     MATMUL = "matmul"  # NumPy matmul semantics, batched and broadcast
     LINEAR = "linear"  # x @ weight.T + bias; inputs (x, weight [K, D], bias?)

@@ -3,6 +3,7 @@
 
 from .batch_chains import PARALLEL_PASS as BATCH_PARALLEL_CHAINS
 from .batch_chains import SPLIT_PASS as BATCH_SPLIT_CHAINS
+from .batch_embedding_bags import PASS as BATCH_EMBEDDING_BAGS
 from .batch_embedding_lookups import PASS as BATCH_EMBEDDING_LOOKUPS
 
-__all__ = ["BATCH_EMBEDDING_LOOKUPS", "BATCH_PARALLEL_CHAINS", "BATCH_SPLIT_CHAINS"]
+__all__ = ["BATCH_EMBEDDING_BAGS", "BATCH_EMBEDDING_LOOKUPS", "BATCH_PARALLEL_CHAINS", "BATCH_SPLIT_CHAINS"]

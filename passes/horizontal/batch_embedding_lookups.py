@@ -137,7 +137,8 @@ def batch_lookups(graph: Graph, group: Group) -> None:
     arrays = [constant_of(table).numpy() for table in tables]
     dtype = lookups[0].table.dtype
     joined = Tensor.from_array(np.concatenate(arrays, axis=0), dtype)
-    table = b.constant(joined, graph.fresh_name("embedding_tables"))
+    # (derived from the tables: the torch backend keeps it a parameter, named after them)
+    table = b.constant(joined, graph.fresh_name("embedding_tables"), derived_from=list(tables))
 
     index_type = lookups[0].indices.dtype
     spread = (len(lookups),) + (1,) * lookups[0].indices.rank  # one value per feature, broadcast

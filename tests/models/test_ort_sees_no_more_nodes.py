@@ -23,6 +23,11 @@ from models.onnx_export import export_dynamo, export_torchscript
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 VIEWS = {("", "Reshape")}
+# Where N table lookups become one (batch_embedding_bags), the one lookup on the joined table and the
+# arithmetic that keeps each feature's indices in its own rows are ops the original may not have run
+# at the top level (its lookups were Loops): these may grow there, while the total still shrinks.
+BATCHED_LOOKUP_OPS = {("", op) for op in ("Gather", "ReduceSum", "ReduceMean", "Mul", "Unsqueeze")}
+BATCHED_LOOKUP_OPS |= {("", op) for op in ("Concat", "Less", "Where", "Add")}
 
 
 def ort_optimized_ops(model: onnx.ModelProto, folder: Path) -> Counter:
@@ -45,14 +50,14 @@ def _family(domain: str, op_type: str) -> tuple[str, str]:
     return ("", "MatMul|Gemm") if (domain, op_type) in _MATMULS else (domain, op_type)
 
 
-def assert_no_more_work(model: onnx.ModelProto, folder: Path) -> None:
+def assert_no_more_work(model: onnx.ModelProto, folder: Path, may_grow=frozenset()) -> None:
     optimized, _ = graphopt.optimize(model, verify=False)  # (numerics are checked where each pass is tested)
     before, after = ort_optimized_ops(model, folder), ort_optimized_ops(optimized, folder)
     assert sum(after.values()) <= sum(before.values()), f"ORT runs {dict(after)}, was {dict(before)}"
     grown = {
         op: (before[op], count)
         for op, count in after.items()
-        if op[0] != DOMAIN and op not in VIEWS and count > before[op]
+        if op[0] != DOMAIN and op not in VIEWS and op not in may_grow and count > before[op]
     }
     assert not grown, f"more of these ops (before, after) in ORT's graph: {grown}"
 
@@ -68,7 +73,8 @@ ZOO = [_zoo_param(e) for e in zoo.onnx_models() if e.name != "if_outer_scope.hel
 
 @pytest.mark.parametrize("entry", ZOO)
 def test_zoo(entry, tmp_path):
-    assert_no_more_work(entry.build(), tmp_path)
+    may_grow = BATCHED_LOOKUP_OPS if "embedding_bag" in entry.tags else frozenset()
+    assert_no_more_work(entry.build(), tmp_path, may_grow)
 
 
 @pytest.mark.parametrize("name", ["mlp.onnx", "split_stack.onnx"])

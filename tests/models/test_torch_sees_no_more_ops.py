@@ -15,6 +15,16 @@ import graphopt
 from models import zoo
 
 VIEWS = ("aten.view", "aten.reshape", "aten._unsafe_view")
+# Where N embedding bags become one (batch_embedding_bags): the one bag on the joined table, and the
+# arithmetic that keeps each feature's indices in its own rows, may grow; the total still shrinks.
+BATCHED_LOOKUP_OPS = (
+    "aten._embedding_bag",
+    "aten.lt",
+    "aten.where",
+    "aten.add",
+    "aten.cat",
+    "aten.unsqueeze",
+)
 
 
 def calls(program) -> Counter:
@@ -25,7 +35,7 @@ def calls(program) -> Counter:
     )
 
 
-def assert_no_more_work(program) -> None:
+def assert_no_more_work(program, may_grow: tuple[str, ...] = ()) -> None:
     optimized, _ = graphopt.optimize(
         program, verify=False
     )  # (numerics are checked where each pass is tested)
@@ -34,7 +44,7 @@ def assert_no_more_work(program) -> None:
     grown = {
         op: (before[op], count)
         for op, count in after.items()
-        if not op.startswith("graphopt.") and not op.startswith(VIEWS) and count > before[op]
+        if not op.startswith(("graphopt.", *VIEWS, *may_grow)) and count > before[op]
     }
     assert not grown, f"more calls of these ops (before, after): {grown}"
 
@@ -46,7 +56,7 @@ def _param(entry):
 
 @pytest.mark.parametrize("entry", [_param(e) for e in zoo.exported_programs()])
 def test_zoo(entry):
-    assert_no_more_work(entry.build())
+    assert_no_more_work(entry.build(), BATCHED_LOOKUP_OPS if "embedding_bag" in entry.tags else ())
 
 
 REAL = [("hf_gpt2", "exported"), ("hf_bert", "decomposed"), ("hf_t5_encoder", "exported")]

@@ -248,3 +248,11 @@ def test_symbolic_batch(path):
     np.testing.assert_allclose(
         run_onnx(optimized, feeds_for(optimized, ids))[0], expected, rtol=1e-5, atol=1e-5
     )
+
+
+def test_torch_keeps_the_concatenated_table_a_parameter_named_after_the_tables():
+    module, args = EmbeddingStack(n=8, d=8), example_indices(8, batch=5)
+    optimized, report = _optimize(module, args, "torch.export")
+    assert report.rule_counts[RULE] == 1
+    tables = {k: tuple(v.shape) for k, v in optimized.state_dict.items() if k.startswith("tables")}
+    assert tables == {"tables.0_to_7.weight": (sum(vocab_sizes(8)), 8)}
