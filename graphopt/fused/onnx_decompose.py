@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import onnx
 from onnx import TensorProto, helper
 
+from graphopt.fused.group_norm_act.decompose import group_norm_act_body
+from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
 from graphopt.fused.table import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
 
 MIN_OPSET = 13
@@ -36,6 +38,7 @@ class Variant:
     # Optional ports in use: inputs given and outputs asked for, e.g. {"Scale", "ResidualSum"}.
     present: frozenset[str] = frozenset()
     opset: int = 18
+    groups: int = 0  # GroupNormAct's channel groups
     elem_type: int = TensorProto.FLOAT  # X's element type; read by the body only below opset 15
 
 
@@ -167,7 +170,15 @@ def _norm_act_linear_body(body: _Body) -> list[str]:
     return ["Y"]
 
 
-_BODIES = {NORM_ACT.name: _norm_act_body, NORM_ACT_LINEAR.name: _norm_act_linear_body}
+def _group_norm_act_body(body: _Body) -> list[str]:
+    return group_norm_act_body(body, _activation)
+
+
+_BODIES = {
+    NORM_ACT.name: _norm_act_body,
+    NORM_ACT_LINEAR.name: _norm_act_linear_body,
+    GROUP_NORM_ACT.name: _group_norm_act_body,
+}
 
 
 def decompose(variant: Variant) -> tuple[list[onnx.NodeProto], list[str]]:

@@ -38,8 +38,9 @@ def overload_name(variant: Variant) -> str:
     and returns the sum has ``..._residual_residualsum``.
     """
     op = _OPS[variant.op_name]
-    parts = [variant.norm.attr, variant.activation.attr, f"eps{format_epsilon(variant.epsilon)}"]
     attribute_names = {a.name for a in op.attributes}
+    kind = variant.norm.attr if "norm" in attribute_names else f"groups{variant.groups}"
+    parts = [kind, variant.activation.attr, f"eps{format_epsilon(variant.epsilon)}"]
     if "axis" in attribute_names:
         parts.append(f"axis{variant.axis}")
     if "out_activation" in attribute_names:
@@ -69,13 +70,14 @@ def variant_of(node: onnx.NodeProto, opset: int, elem_type: int | None = None) -
         )
     return Variant(
         op_name=op.name,
-        norm=Norm.parse(attrs["norm"]),
+        norm=Norm.parse(attrs.get("norm", "layer")),
         activation=Activation.parse(attrs["activation"]),
         epsilon=float(attrs["epsilon"]),
         axis=int(attrs.get("axis", -1)),
         out_activation=Activation.parse(attrs.get("out_activation", "identity")),
         present=present,
         opset=opset,
+        groups=int(attrs.get("groups", 0)),
         elem_type=elem_type if opset < CAST_LIKE_OPSET else TensorProto.FLOAT,
     )
 

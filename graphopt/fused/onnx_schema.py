@@ -12,6 +12,7 @@ import threading
 import onnx
 from onnx import defs, helper
 
+from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
 from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, FUSED_OPS, NORM_ACT, NORM_ACT_LINEAR, FusedOp
 
 log = logging.getLogger(__name__)
@@ -102,4 +103,8 @@ def _infer_norm_act_linear(ctx) -> None:
     ctx.set_output_type(0, out)
 
 
-_INFERENCE = {NORM_ACT.name: _infer_norm_act, NORM_ACT_LINEAR.name: _infer_norm_act_linear}
+_INFERENCE = {
+    NORM_ACT.name: _infer_norm_act,
+    NORM_ACT_LINEAR.name: _infer_norm_act_linear,
+    GROUP_NORM_ACT.name: _infer_norm_act,  # (Y and ResidualSum have X's type and shape there too)
+}

@@ -199,7 +199,15 @@ NORM_ACT_LINEAR = FusedOp(
     reference=_norm_act_linear_reference,
 )
 
-FUSED_OPS: tuple[FusedOp, ...] = (NORM_ACT, NORM_ACT_LINEAR)
+
+def _fused_ops() -> tuple[FusedOp, ...]:
+    # (the ops of the fused-op folders import this module's definitions)
+    from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
+
+    return (NORM_ACT, NORM_ACT_LINEAR, GROUP_NORM_ACT)
+
+
+FUSED_OPS: tuple[FusedOp, ...] = _fused_ops()
 
 
 def by_name(name: str) -> FusedOp:

@@ -276,3 +276,11 @@ def _norm_act_linear_backward(ctx, grad_y):
 
 
 norm_act_linear.register_autograd(_norm_act_linear_backward, setup_context=_norm_act_linear_setup)
+
+
+# --- ops of the fused-op folders ------------------------------------------------------------------
+
+# The helpers above, for the ops defined in their own folders (graphopt/fused/<op>/torch_impl.py).
+define_op, register_eager, parse_activation = _define_op, _register_eager, _activation
+
+from graphopt.fused.group_norm_act import torch_impl as _group_norm_act  # noqa: E402, F401  (registers it)

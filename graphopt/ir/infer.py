@@ -275,7 +275,7 @@ def _constant(node: Node) -> list[OutputType]:
 
 
 _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
-    **dict.fromkeys(UNARY_POINTWISE | {Op.IDENTITY, Op.LAYER_NORM, Op.RMS_NORM}, _same),
+    **dict.fromkeys(UNARY_POINTWISE | {Op.IDENTITY, Op.LAYER_NORM, Op.RMS_NORM, Op.GROUP_NORM}, _same),
     **dict.fromkeys(BINARY_POINTWISE, _binary),
     Op.LESS: _less,
     Op.WHERE: _where,
@@ -294,6 +294,7 @@ _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
     Op.MATMUL: _matmul,
     Op.LINEAR: lambda node: _linear_of(node, weight_index=1),
     Op.NORM_ACT: _norm_act,
+    Op.GROUP_NORM_ACT: _norm_act,  # (the same ports)
     Op.NORM_ACT_LINEAR: lambda node: _linear_of(node, weight_index=3),
     Op.CONSTANT: _constant,
     Op.SHAPE: _shape,

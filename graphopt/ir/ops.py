@@ -33,6 +33,8 @@ class Op:
     # Normalization
     LAYER_NORM = "layer_norm"  # axis: int, eps: float; inputs (x, scale?, bias?)
     RMS_NORM = "rms_norm"  # axis: int, eps: float; inputs (x, scale?)
+    # x [N, C, *] normalized per (sample, group of C / groups channels); scale and bias per channel
+    GROUP_NORM = "group_norm"  # groups: int, eps: float; inputs (x, scale [C]?, bias [C]?)
     # Unary pointwise
     RELU = "relu"
     TANH = "tanh"
@@ -63,6 +65,7 @@ class Op:
     # Fused ops of the graphopt domain (graphopt/fused/table.py)
     NORM_ACT = "graphopt.norm_act"  # norm, activation, eps, axis; inputs (x, scale?, bias?, residual?)
     NORM_ACT_LINEAR = "graphopt.norm_act_linear"  # norm, activation, eps, out_activation
+    GROUP_NORM_ACT = "graphopt.group_norm_act"  # groups, activation, eps; inputs as NORM_ACT's
 
 
 UNARY_POINTWISE = frozenset(

@@ -142,4 +142,15 @@ NormActLinearAttributes ReadNormActLinearAttributes(const OrtKernelInfo* info) {
   return out;
 }
 
+GroupNormActAttributes ReadGroupNormActAttributes(const OrtKernelInfo* info) {
+  const AttributeReader reader("GroupNormAct", info);
+  GroupNormActAttributes out;
+  reader.Choice("activation", kActivations, &out.activation);
+  if (reader.Float("epsilon", &out.epsilon) && !(std::isfinite(out.epsilon) && out.epsilon >= 0.0f))
+    reader.Fail("epsilon", "is " + std::to_string(out.epsilon) + "; expected a finite value >= 0");
+  if (reader.Int("groups", &out.groups) && out.groups < 1)
+    reader.Fail("groups", "is " + std::to_string(out.groups) + "; expected a positive number");
+  return out;
+}
+
 }  // namespace graphopt

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "fused_op.h"
+#include "group_norm_act/ort_kernel.h"
 #include "norm_act.h"
 #include "norm_act_linear.h"
 #include "ort_api.h"
@@ -28,6 +29,7 @@ const std::vector<const OrtCustomOp*>& AllOps() {
       for (DType dtype : kDTypes) {
         out.push_back(new FusedOp<NormActSpec>(ep, dtype));
         out.push_back(new FusedOp<NormActLinearSpec>(ep, dtype));
+        if (ep == Ep::kCpu) out.push_back(new FusedOp<GroupNormActSpec>(ep, dtype));
       }
     }
     return out;

@@ -1,0 +1,160 @@
+"""The GroupNormAct Triton kernel: one program per (sample, group).
+
+X (and Residual) are contiguous [N, C, S] (S the product of the spatial dims), so the C / groups
+channels of one (sample, group) are one contiguous run of ``group_size`` = C / groups * S elements.
+A program takes the statistics of its run in float32 around the run's first element (differences of
+nearby floats are exact: a large common offset costs no precision, as in graphopt/kernels/row_norm.py),
+then normalizes, scales and shifts each element by its channel's Scale and Bias and applies the
+activation. A run that fits one block is read once; a longer one is walked twice, the statistics
+merged chunk by chunk with Chan's update (the second read mostly hits L2). With a Residual the sum
+is rounded to the storage type, stored as ResidualSum, and normalized from there, as the unfused
+graph computes it.
+
+This module imports neither torch nor a GPU driver (the ahead-of-time build imports it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import triton
+import triton.language as tl
+
+from graphopt.kernels.activations import apply_activation
+from graphopt.kernels.launch_rules import ELEMENT_BYTES
+from graphopt.kernels.ptx import widen
+from graphopt.kernels.row_norm import masked_by
+
+
+@triton.jit
+def _load_sum(X, R, S, offs, mask, has_residual, write_sum):
+    """A block of X (+ R, added in fp32 and rounded once to the storage type) as fp32."""
+    x = tl.load(X + offs, mask=mask, other=0.0)
+    if has_residual:
+        r = tl.load(R + offs, mask=mask, other=0.0)
+        x = (widen(x) + widen(r)).to(x.dtype)
+        if write_sum:
+            tl.store(S + offs, x, mask=mask)
+    return widen(x)
+
+
+@triton.jit
+def _first(X, R, base, has_residual):
+    """The run's first element (of X + R, rounded as ``_load_sum`` rounds it) as fp32: the shift."""
+    x = tl.load(X + base)
+    if has_residual:
+        x = (x.to(tl.float32) + tl.load(R + base).to(tl.float32)).to(x.dtype)
+    return x.to(tl.float32)
+
+
+@triton.jit
+def _finish(centered, rstd, idx, mask, channel0, spatial, W, B, Y, base, activation, has_scale, has_bias):
+    channel = channel0 + idx // spatial
+    scale = widen(tl.load(W + channel, mask=masked_by(mask, has_scale), other=1.0))
+    bias = widen(tl.load(B + channel, mask=masked_by(mask, has_bias), other=0.0))
+    y = apply_activation(centered * rstd * scale + bias, activation, Y.dtype.element_ty)
+    tl.store(Y + base + idx, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def group_norm_act_kernel(
+    X, R, W, B, Y, S,
+    groups, group_size, spatial,
+    eps, activation, has_scale, has_bias, has_residual,
+    BLOCK: tl.constexpr, LOOPED: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0).to(tl.int64)  # sample * groups + group
+    base = pid * group_size
+    channel0 = (pid % groups) * (group_size // spatial)
+    offs = tl.arange(0, BLOCK)
+    shift = _first(X, R, base, has_residual)
+    eps32 = tl.cast(eps, tl.float32)  # (Inductor passes a Python float as fp64)
+    if not LOOPED:
+        mask = offs < group_size
+        x = _load_sum(X, R, S, base + offs, mask, has_residual, True)
+        shifted = tl.where(mask, x - shift, 0.0)
+        mean = tl.sum(shifted, axis=0) / group_size
+        centered = tl.where(mask, shifted - mean, 0.0)
+        rstd = tl.math.rsqrt(tl.sum(centered * centered, axis=0) / group_size + eps32)
+        _finish(centered, rstd, offs, mask, channel0, spatial, W, B, Y, base, activation, has_scale, has_bias)
+    else:
+        mean = tl.sum(tl.zeros([BLOCK], tl.float32), axis=0)
+        m2 = tl.sum(tl.zeros([BLOCK], tl.float32), axis=0)
+        for start in range(0, group_size, BLOCK):
+            idx = start + offs
+            mask = idx < group_size
+            x = _load_sum(X, R, S, base + idx, mask, has_residual, True)
+            shifted = tl.where(mask, x - shift, 0.0)
+            # Chan's pairwise update: no cancellation of sum-of-squares formulas on long runs.
+            n = tl.minimum(group_size - start, BLOCK).to(tl.float32)
+            chunk_mean = tl.sum(shifted, axis=0) / n
+            centered = tl.where(mask, shifted - chunk_mean, 0.0)
+            count = start * 1.0  # every earlier chunk was full
+            total = count + n
+            delta = chunk_mean - mean
+            mean = mean + delta * (n / total)
+            m2 = m2 + tl.sum(centered * centered, axis=0) + delta * delta * (count * n / total)
+        rstd = tl.math.rsqrt(m2 / group_size + eps32)
+        for start in range(0, group_size, BLOCK):
+            idx = start + offs
+            mask = idx < group_size
+            x = _load_sum(X, R, S, base + idx, mask, has_residual, False)
+            centered = (x - shift) - mean
+            _finish(
+                centered, rstd, idx, mask, channel0, spatial, W, B, Y, base, activation, has_scale, has_bias
+            )
+
+
+@dataclass(frozen=True)
+class GroupTier:
+    """One compiled block shape: runs of up to ``max_size`` elements (any length when looped)."""
+
+    max_size: int
+    block: int
+    num_warps: int
+    looped: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"b{self.block}_w{self.num_warps}_{'loop' if self.looped else 'one'}"
+
+
+# About 16 fp32 values per thread in the one-block tiers; runs past the last one are looped in
+# chunks of 4096 (the second read of a run comes from L2).
+_TIERS = {
+    4: (GroupTier(1024, 1024, 4), GroupTier(4096, 4096, 8), GroupTier(8192, 8192, 16)),
+    2: (GroupTier(1024, 1024, 2), GroupTier(4096, 4096, 8), GroupTier(16384, 16384, 16)),
+}
+_LOOP = GroupTier(1 << 62, 4096, 8, looped=True)
+
+
+def group_norm_act_tiers(dtype: str) -> tuple[GroupTier, ...]:
+    return (*_TIERS[ELEMENT_BYTES[dtype]], _LOOP)
+
+
+def group_norm_act_tier(group_size: int, dtype: str) -> GroupTier:
+    """The first tier that holds a run of ``group_size`` elements of ``dtype``."""
+    return next(t for t in group_norm_act_tiers(dtype) if group_size <= t.max_size)
+
+
+def launch_group_norm_act(
+    x, scale, bias, residual, y, residual_sum, *, groups: int, activation: int, eps: float,
+    wrap=lambda kernel: kernel,
+):  # fmt: skip
+    """Launches GroupNormAct on contiguous torch tensors of shape [N, C, *] (``y`` and, with a
+    residual, ``residual_sum`` preallocated alike); ``wrap`` may be ``torch.library.wrap_triton``."""
+    n, channels = x.shape[0], x.shape[1]
+    spatial = x[0, 0].numel()
+    group_size = channels // groups * spatial
+    tier = group_norm_act_tier(group_size, str(x.dtype).removeprefix("torch."))
+    has_residual = residual is not None
+    wrap(group_norm_act_kernel)[(n * groups,)](
+        x, residual if has_residual else x, scale if scale is not None else x,
+        bias if bias is not None else x, y,
+        # Never ``y`` as the unused sum: traced by torch.compile, outputs that alias are copied apart.
+        residual_sum if has_residual else y.new_empty(1),
+        groups, group_size, spatial,
+        float(eps), int(activation), int(scale is not None), int(bias is not None), int(has_residual),
+        BLOCK=tier.block, LOOPED=tier.looped, num_warps=tier.num_warps,
+    )  # fmt: skip
+    return tier
