@@ -18,10 +18,12 @@ from graphopt.passes import (
     fold_batch_norm,
     fold_constants,
     fold_shape_inputs,
+    fuse_group_norm_act,
     fuse_norm_act,
     fuse_norm_act_linear,
     normalize_axes,
     recognize_activations,
+    recognize_group_norms,
     recognize_linear,
     recognize_norms,
     recognize_stack,
@@ -75,6 +77,7 @@ PIPELINE: tuple[Pass, ...] = (
     recognize_stack.PASS,
     recognize_activations.PASS,
     recognize_norms.PASS,
+    recognize_group_norms.PASS,
     # Before the batching: its one lookup is the split source that batch_split_chains batches from.
     batch_embedding_lookups.PASS,
     batch_split_chains.PASS,
@@ -85,6 +88,7 @@ PIPELINE: tuple[Pass, ...] = (
     MERGE_RECOGNIZED_DUPLICATES,
     fuse_norm_act.PASS,
     fuse_norm_act_linear.PASS,
+    fuse_group_norm_act.PASS,
     # (last but dead-node removal: a recognizer is a means, not a result)
     restore_unfused.PASS,
     remove_dead_nodes.PASS,

@@ -189,6 +189,12 @@ def _layer_norm(b, node):
     return [b.getitem(result, 0, _name(node))]
 
 
+def _group_norm(b, node):
+    scale, bias = b.arg(node.input(1)), b.arg(node.input(2))
+    args = (_x(b, node), int(node.attrs["groups"]), scale, bias, float(node.attrs["eps"]))
+    return [b.call(aten.group_norm.default, args, name=_name(node))]
+
+
 def _rms_norm(b, node):
     args = (_x(b, node), _normalized_shape(b, node), b.arg(node.input(1)), node.attrs["eps"])
     return [b.call(aten.rms_norm.default, args, name=_name(node))]
@@ -238,6 +244,16 @@ def _norm_act(b, node):
     return [b.getitem(both, 0, _name(node, 0)), b.getitem(both, 1, _name(node, 1))]
 
 
+def _group_norm_act(b, node):
+    attrs = node.attrs
+    x, scale, bias, residual = (b.arg(node.input(i)) for i in range(4))
+    tail = (int(attrs["groups"]), attrs["activation"], float(attrs["eps"]))
+    if residual is None:
+        return [b.call(_fused_ops().group_norm_act.default, (x, scale, bias, *tail), name=_name(node))]
+    both = b.call(_fused_ops().add_group_norm_act.default, (x, residual, scale, bias, *tail), name=node.name)
+    return [b.getitem(both, 0, _name(node, 0)), b.getitem(both, 1, _name(node, 1))]
+
+
 def _norm_act_linear(b, node):
     attrs = node.attrs
     inputs = tuple(b.arg(node.input(i)) for i in range(5))
@@ -280,4 +296,6 @@ _EMITTERS: dict[str, Emitter] = {
     Op.LINEAR: _linear,
     Op.NORM_ACT: _norm_act,
     Op.NORM_ACT_LINEAR: _norm_act_linear,
+    Op.GROUP_NORM: _group_norm,
+    Op.GROUP_NORM_ACT: _group_norm_act,
 }

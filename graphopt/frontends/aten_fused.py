@@ -25,8 +25,20 @@ def _norm_act_linear(node, a):
     return one(Op.NORM_ACT_LINEAR, inputs, **attrs)
 
 
+def _group_norm_act(node, a):
+    attrs = {"groups": a["groups"], "activation": a["activation"], "eps": a["eps"]}
+    return one(Op.GROUP_NORM_ACT, [a["x"], a["weight"], a["bias"]], **attrs)
+
+
+def _add_group_norm_act(node, a):
+    attrs = {"groups": a["groups"], "activation": a["activation"], "eps": a["eps"]}
+    return [Member(Op.GROUP_NORM_ACT, [a["x"], a["weight"], a["bias"], a["residual"]], attrs, results=[0, 1])]
+
+
 FUSED: dict[str, Callable] = {
     "norm_act": _norm_act,
     "add_norm_act": _add_norm_act,
     "norm_act_linear": _norm_act_linear,
+    "group_norm_act": _group_norm_act,
+    "add_group_norm_act": _add_group_norm_act,
 }

@@ -34,7 +34,12 @@ class Op:
     LAYER_NORM = "layer_norm"  # axis: int, eps: float; inputs (x, scale?, bias?)
     RMS_NORM = "rms_norm"  # axis: int, eps: float; inputs (x, scale?)
     # x [N, C, *] normalized per (sample, group of C / groups channels); scale and bias per channel
-    GROUP_NORM = "group_norm"  # groups: int, eps: float; inputs (x, scale [C]?, bias [C]?)
+    # (ONNX GroupNormalization before opset 21 scales per group: scale and bias have `groups` values
+    # there; with C values they are per channel; the two agree when groups == C)
+    GROUP_NORM = "group_norm"  # groups: int, eps: float; inputs (x, scale?, bias?)
+    INSTANCE_NORM = (
+        "instance_norm"  # eps: float; inputs (x, scale [C], bias [C]) (ONNX InstanceNormalization)
+    )
     # Unary pointwise
     RELU = "relu"
     TANH = "tanh"

@@ -13,8 +13,9 @@ _SPELLINGS = {
     Op.RELU: "ReLU",
     Op.NORM_ACT: "NormAct",
     Op.NORM_ACT_LINEAR: "NormActLinear",
+    Op.GROUP_NORM_ACT: "GroupNormAct",
 }
-FUSED_OPS = frozenset({Op.NORM_ACT, Op.NORM_ACT_LINEAR})
+FUSED_OPS = frozenset({Op.NORM_ACT, Op.NORM_ACT_LINEAR, Op.GROUP_NORM_ACT})
 
 
 def op_title(op: str) -> str:
@@ -33,8 +34,11 @@ def node_detail(node: Node) -> str:
     parts = []
     attrs = node.attrs
     if node.op in FUSED_OPS:
-        parts += [_text(attrs.get("norm", "")), _text(attrs.get("activation", ""))]
-        if node.op == Op.NORM_ACT and node.input(3) is not None:
+        parts += [
+            _text(attrs.get("norm", f"{attrs.get('groups', '')} groups")),
+            _text(attrs.get("activation", "")),
+        ]
+        if node.op in (Op.NORM_ACT, Op.GROUP_NORM_ACT) and node.input(3) is not None:
             parts.append("+residual")
         if node.op == Op.NORM_ACT_LINEAR:
             parts.append(f"→ linear·{_text(attrs.get('out_activation', 'identity'))}")
