@@ -384,21 +384,17 @@ def _group_norm(e: Emitter, node: Node) -> None:
 
 
 def _group_norm_act(e: Emitter, node: Node) -> None:
-    """GroupNormAct without its ResidualSum where nothing reads the sum: the kernel then writes one
-    tensor instead of two."""
+    """GroupNormAct without its ResidualSum where nothing reads the sum (the kernel then writes one
+    tensor instead of two), and without trailing absent inputs."""
     outputs = _outs(node)
     if len(outputs) == 2 and not e.graph.is_used(node.outputs[1]):
         outputs = outputs[:1]
+    inputs = list(node.inputs)
+    while inputs[-1] is None:
+        inputs.pop()
     attrs = {"groups": node.attrs["groups"], "activation": node.attrs["activation"]}
-    e.node(
-        "GroupNormAct",
-        node.inputs,
-        outputs,
-        name=node.name,
-        domain=FUSED_DOMAIN,
-        epsilon=float(node.attrs["eps"]),
-        **attrs,
-    )
+    epsilon = float(node.attrs["eps"])
+    e.node("GroupNormAct", inputs, outputs, name=node.name, domain=FUSED_DOMAIN, epsilon=epsilon, **attrs)
 
 
 def _fused(op_type: str) -> Callable[[Emitter, Node], None]:
