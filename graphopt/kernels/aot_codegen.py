@@ -11,7 +11,11 @@ from __future__ import annotations
 from graphopt.kernels.launch_rules import ALIGN_BYTES, ALIGN_ELEMENTS
 
 DTYPE_ENUM = {"float32": "DType::kFloat32", "float16": "DType::kFloat16", "bfloat16": "DType::kBFloat16"}
-OP_ENUM = {"NormAct": "KernelOp::kNormAct", "NormActLinear": "KernelOp::kNormActLinear"}
+OP_ENUM = {
+    "NormAct": "KernelOp::kNormAct",
+    "NormActLinear": "KernelOp::kNormActLinear",
+    "GroupNormAct": "KernelOp::kGroupNormAct",
+}
 INT64_MAX = 2**63 - 1
 _CHUNK = 96  # bytes per source line
 

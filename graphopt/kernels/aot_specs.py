@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from graphopt.fused.group_norm_act.triton_kernel import group_norm_act_kernel, group_norm_act_tiers
 from graphopt.kernels.launch_rules import DTYPES, Tier
 from graphopt.kernels.norm_act import norm_act_kernel, norm_act_tiers
 from graphopt.kernels.norm_act_linear import norm_act_linear_kernel, norm_act_linear_tiers
@@ -27,6 +28,13 @@ _NORM_ACT_LINEAR_ARGS = (
     ("rows", "i32"), ("cols", "i32"), ("out_features", "i32"), ("stride_x", "i64"),
     ("eps", "fp32"), ("norm", "i32"), ("activation", "i32"), ("out_activation", "i32"),
     ("has_scale", "i32"), ("has_bias", "i32"), ("has_linear_bias", "i32"),
+)  # fmt: skip
+
+_GROUP_NORM_ACT_ARGS = (
+    ("X", "*"), ("R", "*"), ("W", "*"), ("B", "*"), ("Y", "*"), ("S", "*"),
+    ("groups", "i32"), ("group_size", "i32"), ("spatial", "i32"),
+    ("eps", "fp32"), ("activation", "i32"),
+    ("has_scale", "i32"), ("has_bias", "i32"), ("has_residual", "i32"), ("write_sum", "i32"),
 )  # fmt: skip
 
 
@@ -80,6 +88,10 @@ KERNELS = (
     KernelSpec(
         "NormActLinear", norm_act_linear_kernel, _NORM_ACT_LINEAR_ARGS,
         ("X", "W", "B", "WL", "cols", "stride_x"), norm_act_linear_tiers,
+    ),
+    KernelSpec(
+        "GroupNormAct", group_norm_act_kernel, _GROUP_NORM_ACT_ARGS, (), group_norm_act_tiers,
+        ("BLOCK_N", "LOOPED"),
     ),
 )  # fmt: skip
 

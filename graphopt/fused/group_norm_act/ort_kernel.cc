@@ -6,6 +6,9 @@
 #include "cpu_rows.h"
 #include "shape_inference.h"
 #include "tensors.h"
+#ifdef GRAPHOPT_WITH_CUDA
+#include "../../ort/cuda/cuda_launch.h"
+#endif
 
 namespace graphopt {
 
@@ -90,9 +93,16 @@ void GroupNormActSpec::Compute(const Ort::KernelContext& context, const Attribut
     p.residual_sum = sum.GetTensorMutableRawData();
   }
   if (Elements(shape, 0, shape.size()) == 0) return;  // empty outputs: nothing to compute
-  if (ep != Ep::kCpu)
-    throw Error(node + ": this graphopt_ort library has no CUDA kernel for GroupNormAct", ORT_NOT_IMPLEMENTED);
-  GroupNormActCpu(p, OrtParallelFor(context));
+  if (ep == Ep::kCpu) {
+    GroupNormActCpu(p, OrtParallelFor(context));
+    return;
+  }
+#ifdef GRAPHOPT_WITH_CUDA
+  const std::string error = cuda::LaunchGroupNormAct(p, context.GetGPUComputeStream());
+  if (!error.empty()) throw Error(node + ": " + error, ORT_RUNTIME_EXCEPTION);
+#else
+  throw Error(node + ": this graphopt_ort library was built without CUDA kernels", ORT_NOT_IMPLEMENTED);
+#endif
 }
 
 void GroupNormActSpec::InferOutputShape(OrtShapeInferContext* context) {

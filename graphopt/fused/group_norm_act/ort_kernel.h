@@ -11,27 +11,9 @@
 #include "cpu_kernels.h"
 #include "fused_op.h"
 #include "fused_params.h"
+#include "params.h"
 
 namespace graphopt {
-
-// Each (sample, group) is the contiguous run of channels_per_group * spatial elements at
-// (n * groups + g) * group_size. Optional pointers are null when absent; residual_sum is written
-// only when residual is given.
-struct GroupNormActParams {
-  const void* x = nullptr;
-  const void* residual = nullptr;
-  const void* scale = nullptr;  // [channels]
-  const void* bias = nullptr;   // [channels]
-  void* y = nullptr;
-  void* residual_sum = nullptr;
-  int64_t batch = 0;
-  int64_t channels = 0;
-  int64_t spatial = 0;  // product of the dims after C (1 for [N, C])
-  int64_t groups = 1;
-  float epsilon = 1e-5f;
-  Activation activation = Activation::kIdentity;
-  DType dtype = DType::kFloat32;
-};
 
 void GroupNormActCpu(const GroupNormActParams& p, const ParallelFor& parallel_for);
 

@@ -43,7 +43,8 @@ else()
   set(GRAPHOPT_CUDA_ARCHS "80,86,89,90" CACHE STRING "Compute capabilities of the AOT cubins (PTX is added)")
   set(_graphopt_gen_dir "${CMAKE_BINARY_DIR}/gen")
   set(_graphopt_images "${_graphopt_gen_dir}/kernel_images.cc")
-  file(GLOB _graphopt_kernel_sources CONFIGURE_DEPENDS "${_graphopt_repo_root}/graphopt/kernels/*.py")
+  file(GLOB _graphopt_kernel_sources CONFIGURE_DEPENDS "${_graphopt_repo_root}/graphopt/kernels/*.py"
+       "${_graphopt_repo_root}/graphopt/fused/*/triton_kernel.py")
   add_custom_command(
     OUTPUT "${_graphopt_images}"
     COMMAND ${CMAKE_COMMAND} -E env "PYTHONPATH=${_graphopt_repo_root}"

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "../../fused/group_norm_act/params.h"
 #include "../src/fused_params.h"
 
 namespace graphopt::cuda {
@@ -12,11 +13,13 @@ namespace graphopt::cuda {
 // `stream` is the CUstream (== cudaStream_t) ONNX Runtime gives the kernel.
 std::string LaunchNormAct(const NormActParams& params, void* stream);
 std::string LaunchNormActLinear(const NormActLinearParams& params, void* stream);
+std::string LaunchGroupNormAct(const GroupNormActParams& params, void* stream);
 
 // The compiled variant a launch with these parameters would run ("op/dtype/tier", the names of
 // graphopt/kernels/launch_rules.py), or "error: ..." when none applies. Needs no GPU: for tests
 // that check C++ and Python pick the same variant, and for diagnostics.
 std::string NormActVariant(const NormActParams& params);
 std::string NormActLinearVariant(const NormActLinearParams& params);
+std::string GroupNormActVariant(const GroupNormActParams& params);
 
 }  // namespace graphopt::cuda

@@ -12,7 +12,7 @@
 
 namespace graphopt::cuda {
 
-enum class KernelOp : int32_t { kNormAct = 0, kNormActLinear = 1 };
+enum class KernelOp : int32_t { kNormAct = 0, kNormActLinear = 1, kGroupNormAct = 2 };
 
 struct KernelImage {
   int32_t arch;  // compute capability as major * 10 + minor (90 = sm_90); 0 for PTX

@@ -29,7 +29,7 @@ const std::vector<const OrtCustomOp*>& AllOps() {
       for (DType dtype : kDTypes) {
         out.push_back(new FusedOp<NormActSpec>(ep, dtype));
         out.push_back(new FusedOp<NormActLinearSpec>(ep, dtype));
-        if (ep == Ep::kCpu) out.push_back(new FusedOp<GroupNormActSpec>(ep, dtype));
+        out.push_back(new FusedOp<GroupNormActSpec>(ep, dtype));
       }
     }
     return out;

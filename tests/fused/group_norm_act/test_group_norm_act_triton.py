@@ -135,9 +135,20 @@ def test_nan_and_inf_stay_in_their_group():
         assert_matches(y[sample, channels], ref[sample, channels], torch.float32, "GroupNormAct beside a NaN")
 
 
+@pytest.mark.parametrize("shape", [(2, 4, 6), (2, 4, 75, 61)])
+def test_residual_without_its_sum(shape):
+    gen = generator("no sum", shape)
+    x, r = random(shape, torch.float32, gen), random(shape, torch.float32, gen)
+    y, y_storage = poisoned(shape, torch.float32)
+    launch_group_norm_act(x, None, None, r, y, None, groups=2, activation=int(Activation.GELU), eps=1e-5)
+    assert_written(y_storage, int(np.prod(shape)), "GroupNormAct without ResidualSum")
+    ref, _ = GROUP_NORM_ACT.reference(f64(x), residual=f64(r), groups=2, activation="gelu", epsilon=1e-5)
+    assert_matches(y, ref, torch.float32, "GroupNormAct without ResidualSum")
+
+
 def test_tier_rule():
     for dtype in ("float32", "float16", "bfloat16"):
         tiers = group_norm_act_tiers(dtype)
         for tier in tiers[:-1]:
-            assert group_norm_act_tier(tier.max_size, dtype) == tier
-        assert group_norm_act_tier(tiers[-2].max_size + 1, dtype).looped
+            assert group_norm_act_tier(tier.max_cols, dtype) == tier
+        assert group_norm_act_tier(tiers[-2].max_cols + 1, dtype).looped
