@@ -66,3 +66,16 @@ def test_every_group_norm_silu_fuses_through_torch_export(name, form):
     np.testing.assert_allclose(
         out.numpy(), float64_reference(module, args)[0], rtol=TOLERANCE, atol=TOLERANCE
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [*ONNX_PATHS, "exported"])
+def test_float16_decoder_fuses_through_every_path(path):
+    module, args = build("vae")
+    module, args = module.half(), tuple(a.half() for a in args)
+    model = export_torch(module, args, path) if path == "exported" else export_onnx(module, args, path)
+    _, report = optimize_checked(model)
+    assert (
+        report.rule_counts["fuse_group_norm_act"] + report.rule_counts["fuse_add_group_norm_act"]
+        == GROUP_NORM_SILU
+    )
