@@ -17,6 +17,7 @@ import onnx
 import torch
 
 import graphopt.fused.torch_ops  # noqa: F401  (registers torch.ops.graphopt.*)
+from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
 from graphopt.fused.onnx_decompose import MIN_OPSET
 from graphopt.fused.onnx_functions import attach_functions
 from graphopt.fused.onnx_schema import register_onnx_schemas
@@ -63,11 +64,25 @@ def translation_table() -> dict:
             norm=norm, activation=activation, epsilon=eps, out_activation=out_activation,
         )  # fmt: skip
 
+    group_norm_act_op = getattr(graphopt, GROUP_NORM_ACT.name)
+
+    def group_norm_act(x, weight, bias, groups, activation, eps):
+        y, _residual_sum = group_norm_act_op(
+            x, weight, bias, groups=groups, activation=activation, epsilon=eps
+        )
+        y.producer().resize_outputs(1)  # (no residual: no ResidualSum; onnx-ir >= 0.1.13, checked above)
+        return y
+
+    def add_group_norm_act(x, residual, weight, bias, groups, activation, eps):
+        return group_norm_act_op(x, weight, bias, residual, groups=groups, activation=activation, epsilon=eps)
+
     ops = torch.ops.graphopt
     return {
         ops.norm_act.default: norm_act,
         ops.add_norm_act.default: add_norm_act,
         ops.norm_act_linear.default: norm_act_linear,
+        ops.group_norm_act.default: group_norm_act,
+        ops.add_group_norm_act.default: add_group_norm_act,
     }
 
 
@@ -112,7 +127,23 @@ def _symbolics() -> dict:
             norm_s=norm, activation_s=activation, epsilon_f=eps, out_activation_s=out_act,
         )  # fmt: skip
 
+    @parse_args("v", "v", "v", "i", "s", "f")
+    def group_norm_act(g, x, weight, bias, groups, activation, eps):
+        return g.op(
+            _node_name(GROUP_NORM_ACT), x, _optional(g, weight), _optional(g, bias),
+            groups_i=groups, activation_s=activation, epsilon_f=eps,
+        )  # fmt: skip
+
+    @parse_args("v", "v", "v", "v", "i", "s", "f")
+    def add_group_norm_act(g, x, residual, weight, bias, groups, activation, eps):
+        return g.op(
+            _node_name(GROUP_NORM_ACT), x, _optional(g, weight), _optional(g, bias), residual,
+            groups_i=groups, activation_s=activation, epsilon_f=eps, outputs=2,
+        )  # fmt: skip
+
     return {
+        f"graphopt::{GROUP_NORM_ACT.torch_name}": group_norm_act,
+        f"graphopt::add_{GROUP_NORM_ACT.torch_name}": add_group_norm_act,
         f"graphopt::{NORM_ACT.torch_name}": norm_act,
         f"graphopt::add_{NORM_ACT.torch_name}": add_norm_act,
         f"graphopt::{NORM_ACT_LINEAR.torch_name}": norm_act_linear,
