@@ -89,3 +89,29 @@ def test_opcheck():
 def test_bad_arguments_are_named(args, message):
     with pytest.raises((RuntimeError, ValueError), match=message):
         ops.group_norm_act(*args)
+
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(2, 32, 16, 16), (1, 64, 96, 96), (3, 8, 5)])
+def test_cuda_kernel_matches_reference(shape, dtype):
+    x, r = randn(*shape, dtype=dtype).cuda(), randn(*shape, dtype=dtype, seed=6).cuda()
+    w, b = randn(shape[1], dtype=dtype, seed=7).cuda(), randn(shape[1], dtype=dtype, seed=8).cuda()
+    y, total = ops.add_group_norm_act(x, r, w, b, 4, "silu", 1e-5)
+    stored = (x.float() + r.float()).to(dtype)
+    assert torch.equal(total, stored)
+    expected, _ = GROUP_NORM_ACT.reference(
+        f64(stored.cpu()), f64(w.cpu()), f64(b.cpu()), groups=4, activation="silu", epsilon=1e-5
+    )
+    assert_close(y.cpu(), expected, dtype)
+
+
+@needs_gpu
+def test_cuda_op_compiles_without_graph_breaks():
+    block = Block().cuda()
+    args = (randn(2, 8, 3).cuda(), randn(2, 8, 3, seed=5).cuda())
+    compiled = torch.compile(block, fullgraph=True)
+    torch.testing.assert_close(compiled(*args), block(*args))
