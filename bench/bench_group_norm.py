@@ -17,7 +17,9 @@ at a few sizes: start-to-finish time of one synchronized call (median) of the or
 model in ORT's CUDA EP (exported with dynamo=True; the optimized one with the library registered) and in
 PyTorch eager (torch.export program before and after graphopt, on the GPU), with the fusion counts.
 
-Writes ``group_norm.json`` and ``group_norm.md`` into ``--out``.
+Writes ``group_norm.json`` and ``group_norm.md`` into ``--out``. ``--part tiers`` instead times the kernel
+at each block shape of ``SWEEP`` on every shape (launched directly), for tuning the tier table, and
+writes ``group_norm_tiers.json``.
 
     ln -sfn ../passes graphopt/passes   # (a source checkout, as bench/run_gpu.sh does)
     GRAPHOPT_ORT_LIBRARY=<libgraphopt_ort.so with CUDA kernels> PYTHONPATH=$PWD \\
@@ -174,6 +176,46 @@ def kernel_row(shape, dtype_name, residual, bandwidth, compile_too) -> dict:
     return row
 
 
+# (block_n, num_warps, looped) tried by ``--part tiers`` on every shape: what the tier table could hold.
+SWEEP = (
+    (1024, 4, True), (2048, 4, True), (4096, 8, True), (8192, 8, True), (8192, 16, True), (16384, 16, True),
+    (8192, 16, False), (16384, 16, False), (16384, 32, False), (32768, 32, False),
+)  # fmt: skip
+
+
+def tier_rows(shape, dtype_name) -> list[dict]:
+    """GPU time of the kernel at each (block, warps, looped) of SWEEP that holds the run, launched
+    directly (not through the tier table), beside a copy of the same bytes."""
+    from graphopt.fused.group_norm_act.triton_kernel import group_norm_act_kernel
+
+    n, c, h, w, groups = shape
+    dtype = DTYPES[dtype_name]
+    group_size = c // groups * h * w
+    nbytes = n * c * h * w * (torch.finfo(dtype).bits // 8) * 2
+    rotation = _rotation(nbytes)
+    xs = [torch.randn(n, c, h, w, device="cuda", dtype=dtype) for _ in range(rotation)]
+    y = torch.empty_like(xs[0])
+    scale, bias = torch.ones(c, device="cuda", dtype=dtype), torch.zeros(c, device="cuda", dtype=dtype)
+    half = nbytes // 2 // 4
+    copies = [(torch.empty(half, device="cuda"), torch.empty(half, device="cuda")) for _ in range(rotation)]
+    rows = [{"shape": list(shape[:4]), "groups": groups, "dtype": dtype_name, "config": "copy",
+             "us": gpu_us(_rotating(copies, lambda a, b: b.copy_(a)))}]  # fmt: skip
+    for block, warps, looped in SWEEP:
+        if not looped and block < group_size:
+            continue
+
+        def launch(x, block=block, warps=warps, looped=looped):
+            group_norm_act_kernel[(n * groups,)](
+                x, x, scale, bias, y, y, groups, group_size, h * w, 1e-5, 5, 1, 1, 0, 0,
+                BLOCK_N=block, LOOPED=looped, num_warps=warps,
+            )  # fmt: skip
+
+        config = f"b{block}_w{warps}_{'loop' if looped else 'one'}"
+        rows.append({"shape": list(shape[:4]), "groups": groups, "dtype": dtype_name, "config": config,
+                     "us": gpu_us(_rotating([(x,) for x in xs], launch))})  # fmt: skip
+    return rows
+
+
 def _model_rows(name, module, args, dtype_name) -> list[dict]:
     """The model in ORT's CUDA EP and in PyTorch, before and after graphopt."""
     rows = []
@@ -265,7 +307,7 @@ def _markdown(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
-    parser.add_argument("--part", choices=("kernels", "models", "all"), default="all")
+    parser.add_argument("--part", choices=("kernels", "models", "tiers", "all"), default="all")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated names of MODELS")
     parser.add_argument("--model-dtypes", default="float32,float16", help="storage types of the model rows")
@@ -280,7 +322,14 @@ def main() -> None:
         "copy_bandwidth_gb_s": bandwidth / 1e9,
         "kernels": [],
         "models": [],
+        "tiers": [],
     }
+    if args.part == "tiers":
+        for shape in SHAPES:
+            for dtype_name in DTYPES:
+                for row in tier_rows(shape, dtype_name):
+                    print(json.dumps(row), flush=True)
+                    result["tiers"].append(row)
     if args.part in ("kernels", "all"):
         for shape in SHAPES:
             for dtype_name in DTYPES:
@@ -299,9 +348,11 @@ def main() -> None:
                     print(json.dumps(row), flush=True)
                     result["models"].append(row)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "group_norm.json").write_text(json.dumps(result, indent=2))
-    (args.out / "group_norm.md").write_text(_markdown(result))
-    print(_markdown(result))
+    name = "group_norm_tiers" if args.part == "tiers" else "group_norm"
+    (args.out / f"{name}.json").write_text(json.dumps(result, indent=2))
+    if args.part != "tiers":
+        (args.out / f"{name}.md").write_text(_markdown(result))
+        print(_markdown(result))
 
 
 if __name__ == "__main__":
