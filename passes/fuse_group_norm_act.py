@@ -103,13 +103,20 @@ def add_act_pattern(x, r):
     return op.any_of(*ACTS)(op.group_norm(op.add(x, r).named("add"), ...).named("norm"))
 
 
-def check_add_act(match):
-    add, norm = match.node("add"), match.node("norm")
+def _residual(add: Node) -> Fail | None:
     x, r = add.inputs
     if x.shape is None or x.shape != r.shape or x.dtype != r.dtype:
         return Fail(
             f"residual add {add.name!r} broadcasts ({x.shape} + {r.shape}); the fused op adds equal shapes"
         )
+    return None
+
+
+def check_add_act(match):
+    norm = match.node("norm")
+    failure = _residual(match.node("add"))
+    if failure is not None:
+        return failure
     if match.root.graph.is_output(norm.output) or any(u.node is not match.root for u in norm.output.uses):
         return Fail(f"{norm.output.name!r} is also read outside the fused region")
     return check_act(match)
@@ -120,9 +127,30 @@ def replace_add_act(b, match):
     return {match.root.output: y, match.node("add").output: total}
 
 
+def add_norm_pattern(x, r):
+    return op.group_norm(op.add(x, r).named("add"), ...).named("norm")
+
+
+def check_add_norm(match):
+    """A residual add before a group norm that no activation follows (the norm in front of a VAE's
+    attention): fused, the sum is read once and written once instead of written and read again."""
+    add = match.node("add")
+    x, r = add.inputs
+    if x.shape is None or x.shape != r.shape or x.dtype != r.dtype:
+        return Fail(
+            f"residual add {add.name!r} broadcasts ({x.shape} + {r.shape}); the fused op adds equal shapes"
+        )
+    return check_act(match)
+
+
+def replace_add_norm(b, match):
+    y, total = _fused(b, match, match["r"], Activation.IDENTITY)
+    return {match.root.output: y, match.node("add").output: total}
+
+
 PASS = rewrite_pass(
     "fuse_group_norm_act",
-    "Fuse group norm + activation (and a residual add before the norm) into graphopt.GroupNormAct.",
+    "Fuse group norm + activation, a residual add before the norm, or both, into graphopt.GroupNormAct.",
     [
         Rule(
             "fuse_add_group_norm_act",
@@ -132,5 +160,12 @@ PASS = rewrite_pass(
             allow_external_uses=True,
         ),
         Rule("fuse_group_norm_act", act_pattern, replace_act, check_act),
+        Rule(
+            "fuse_add_group_norm",
+            add_norm_pattern,
+            replace_add_norm,
+            check_add_norm,
+            allow_external_uses=True,
+        ),
     ],
 )

@@ -112,6 +112,33 @@ def test_a_per_group_scale_is_repeated_over_its_channels():
     np.testing.assert_array_equal(fused.input(2).const.numpy(), [0.5, 0.5, 0, 0, -0.5, -0.5])
 
 
+class AddThenNorm(torch.nn.Module):
+    """The norm in front of a VAE's attention: the residual stream's sum, normalized, with no activation."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.GroupNorm(4, 16, eps=1e-6)
+        self.proj = torch.nn.Conv2d(16, 16, 1)
+
+    def forward(self, x, r):
+        s = x + r
+        return self.proj(self.norm(s)) + s
+
+
+@pytest.mark.parametrize("path", [*ONNX_PATHS, "exported"])
+def test_residual_add_before_a_norm_without_activation_fuses(path):
+    module, args = AddThenNorm(), inputs()
+    model = export_torch(module, args, path) if path == "exported" else export_onnx(module, args, path)
+    optimized, report = optimize_checked(model)
+    assert report.rule_counts["fuse_add_group_norm"] == 1
+    if path == "exported":
+        assert call_targets(optimized).count("graphopt.add_group_norm_act.default") == 1
+    else:
+        (node,) = fused_nodes(optimized)
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        assert attrs["activation"] == b"identity" and len(node.output) == 2
+
+
 class NormReadTwice(torch.nn.Module):
     def __init__(self):
         super().__init__()
