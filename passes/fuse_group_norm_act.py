@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphopt.fused.onnx_decompose import MIN_OPSET as FALLBACK_MIN_OPSET
-from graphopt.fused.table import Activation
+from graphopt.fused.spec import Activation
 from graphopt.ir import Node, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 

@@ -12,10 +12,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..fused.registry import FUSED_OPS, by_ir_op
+from ..fused.spec import DOMAIN
 from ..ir import DType, Graph, GraphError, Node, Op, Tensor
 from ..ir.ops import BINARY_POINTWISE
-
-FUSED_DOMAIN = "graphopt"
 
 
 class Emitter:
@@ -371,7 +371,7 @@ def _group_norm(e: Emitter, node: Node) -> None:
         "Reshape", [normed, shape], [out] if steps else _outs(node), name=f"{name}/merge" if steps else name
     )
     for i, (op_type, weight) in enumerate(steps):
-        tensor = weight.const if weight.const is not None else None
+        tensor = weight.const
         if tensor is None or tensor.shape != (x.shape[1],):
             raise GraphError(f"no ONNX form for group norm {name!r}: its {op_type} weight is not per channel")
         per_channel = e.const(
@@ -383,28 +383,21 @@ def _group_norm(e: Emitter, node: Node) -> None:
         out = result
 
 
-def _group_norm_act(e: Emitter, node: Node) -> None:
-    """GroupNormAct without its ResidualSum where nothing reads the sum (the kernel then writes one
-    tensor instead of two), and without trailing absent inputs."""
-    outputs = _outs(node)
-    if len(outputs) == 2 and not e.graph.is_used(node.outputs[1]):
-        outputs = outputs[:1]
-    inputs = list(node.inputs)
-    while inputs[-1] is None:
+def _fused(e: Emitter, node: Node) -> None:
+    """A fused op as its node of the graphopt domain, attributes under their ONNX names."""
+    op = by_ir_op(node.op)
+    attrs = {a.name: a.value_type(node.attrs[a.ir_name]) for a in op.attributes if a.ir_name in node.attrs}
+    inputs, outputs = list(node.inputs), _outs(node)
+    while inputs and inputs[-1] is None:
         inputs.pop()
-    attrs = {"groups": node.attrs["groups"], "activation": node.attrs["activation"]}
-    epsilon = float(node.attrs["eps"])
-    e.node("GroupNormAct", inputs, outputs, name=node.name, domain=FUSED_DOMAIN, epsilon=epsilon, **attrs)
-
-
-def _fused(op_type: str) -> Callable[[Emitter, Node], None]:
-    def emit(e: Emitter, node: Node) -> None:
-        attrs = dict(node.attrs)
-        attrs["epsilon"] = float(attrs.pop("eps"))
-        outputs = _outs(node)
-        e.node(op_type, node.inputs, outputs, name=node.name, domain=FUSED_DOMAIN, **attrs)
-
-    return emit
+    # An optional output nothing reads is left off (a residual sum the kernel then need not store).
+    while (
+        len(outputs) > 1
+        and op.outputs[len(outputs) - 1].optional
+        and not e.graph.is_used(node.outputs[len(outputs) - 1])
+    ):
+        outputs.pop()
+    e.node(op.name, inputs, outputs, name=node.name, domain=DOMAIN, **attrs)
 
 
 _BINARY_TYPES = {Op.ADD: "Add", Op.SUB: "Sub", Op.MUL: "Mul", Op.DIV: "Div", Op.POW: "Pow"}
@@ -440,14 +433,12 @@ _EMITTERS: dict[str, Callable[[Emitter, Node], None]] = {
     Op.CONSTANT: _constant,
     Op.LAYER_NORM: _layer_norm,
     Op.RMS_NORM: _rms_norm,
+    Op.GROUP_NORM: _group_norm,
+    Op.INSTANCE_NORM: _instance_norm,
     Op.REDUCE_MEAN: _reduce_mean,
     Op.GELU: _gelu,
     Op.SILU: _silu,
     Op.RSQRT: _rsqrt,
     Op.LINEAR: _linear,
-    Op.NORM_ACT: _fused("NormAct"),
-    Op.NORM_ACT_LINEAR: _fused("NormActLinear"),
-    Op.INSTANCE_NORM: _instance_norm,
-    Op.GROUP_NORM: _group_norm,
-    Op.GROUP_NORM_ACT: _group_norm_act,
+    **{op.ir_op: _fused for op in FUSED_OPS},
 }

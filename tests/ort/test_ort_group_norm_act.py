@@ -7,7 +7,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 from ort_models import assert_close, random_inputs, storage_round
 
 from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
-from graphopt.fused.table import Activation
+from graphopt.fused.spec import Activation
 
 DTYPES = ["float32", "float16", "bfloat16"]
 

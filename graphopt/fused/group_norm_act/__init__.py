@@ -1,6 +1,5 @@
-"""GroupNormAct: Y = act(group_norm(X [+ Residual]) * Scale + Bias) over [N, C, *] tensors.
+"""The GroupNormAct fused op (spec, ONNX decomposition, torch implementation, Triton and C++ kernels)."""
 
-One folder holds what is specific to the op: its spec and float64 reference (``spec``), its ONNX
-fallback body (``decompose``), its torch ops (``torch_impl``), its Triton kernel
-(``triton_kernel``) and its ONNX Runtime CPU kernel (``ort_kernel.cc``).
-"""
+from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
+
+__all__ = ["GROUP_NORM_ACT"]

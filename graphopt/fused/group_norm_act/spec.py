@@ -1,4 +1,4 @@
-"""The GroupNormAct spec and its float64 reference.
+"""GroupNormAct: Y = activation(group_norm(X [+ Residual]) * Scale + Bias), and the residual sum.
 
 Group norm splits the C channels of an [N, C, *] tensor into ``groups`` groups of C / groups
 consecutive channels and normalizes each (sample, group) over its channels and spatial positions,
@@ -8,15 +8,13 @@ opset 21). The statistics are float32 whatever the storage type.
 
 from __future__ import annotations
 
-import numpy as np
-
-from graphopt.fused.table import Activation, Attribute, FusedOp, Port, activation_reference
+from graphopt.fused.spec import Activation, Attribute, FusedOp, Port, TorchForm, activation_reference
 
 
-def group_norm_reference(
-    x: np.ndarray, groups: int, scale: np.ndarray | None, bias: np.ndarray | None, eps: float
-) -> np.ndarray:
+def group_norm_reference(x, groups: int, scale, bias, eps: float):
     """Float64 group norm of ``x`` ([N, C, *]) with per-channel ``scale`` and ``bias``."""
+    import numpy as np
+
     x = np.asarray(x, dtype=np.float64)
     n, c = x.shape[:2]
     grouped = x.reshape(n, groups, -1)
@@ -30,20 +28,33 @@ def group_norm_reference(
     return y
 
 
-def group_norm_act_reference(x, scale=None, bias=None, residual=None, *, groups, activation, epsilon):
-    """Returns (y, residual_sum); residual_sum is None when no residual is given."""
+def reference(x, scale=None, bias=None, residual=None, *, groups, activation, epsilon):
+    """Float64 (y, residual_sum); residual_sum is None when no residual is given."""
+    import numpy as np
+
     s = np.asarray(x, dtype=np.float64)
     if residual is not None:
         s = s + np.asarray(residual, dtype=np.float64)
-    y = activation_reference(
-        Activation.parse(activation), group_norm_reference(s, groups, scale, bias, epsilon)
-    )
+    normalized = group_norm_reference(s, groups, scale, bias, epsilon)
+    y = activation_reference(Activation.parse(activation), normalized)
     return y, (s if residual is not None else None)
+
+
+def _shapes(present, shapes):
+    """Y and ResidualSum (with a Residual) have X's shape."""
+    return [shapes[0]] * (2 if present[3] else 1)
+
+
+def _describe(attrs, present) -> list[str]:
+    return [f"{attrs.get('groups', '')} groups", str(attrs.get("activation", ""))] + (
+        ["+residual"] if present[3] else []
+    )
 
 
 GROUP_NORM_ACT = FusedOp(
     name="GroupNormAct",
-    torch_name="group_norm_act",
+    ir_name="group_norm_act",
+    package=__package__,
     doc=(
         "Y = activation(group_norm(X [+ Residual]) * Scale + Bias) on X of shape [N, C, *]: each "
         "(sample, group of C / groups consecutive channels) normalized with float32 statistics, then "
@@ -51,18 +62,38 @@ GROUP_NORM_ACT = FusedOp(
     ),
     inputs=(
         Port("X", doc="shape [N, C, *], C a multiple of groups"),
-        Port("Scale", optional=True, doc="shape [C]"),
+        Port("Scale", optional=True, doc="shape [C]", torch="weight"),
         Port("Bias", optional=True, doc="shape [C]"),
         Port("Residual", optional=True, doc="same shape as X; added before the norm"),
     ),
     outputs=(
         Port("Y"),
-        Port("ResidualSum", optional=True, doc="X + Residual, when Residual is given"),
+        Port("ResidualSum", optional=True, doc="X + Residual, when Residual is given", needs="Residual"),
     ),
     attributes=(
-        Attribute("groups", int, 32, "number of channel groups; divides C"),
-        Attribute("activation", str, "identity", "applied to the normalized, scaled, shifted value"),
-        Attribute("epsilon", float, 1e-5, "added to the variance before the square root"),
+        # (no default in ONNX's GroupNormalization; 32 is what diffusion models use)
+        Attribute("groups", int, 32, "number of channel groups; divides C", tag="groups{}"),
+        Attribute("activation", Activation, "identity", "applied to the normalized, scaled, shifted value"),
+        Attribute(
+            "epsilon",
+            float,
+            1e-5,
+            "added to the variance before the square root",
+            key="eps",
+            tag="eps{}",
+            minimum=0.0,
+        ),
     ),
-    reference=group_norm_act_reference,
+    torch_forms=(
+        TorchForm("group_norm_act", ("X", "Scale", "Bias"), ("Y",)),
+        TorchForm(
+            "add_group_norm_act",
+            ("X", "Residual", "Scale", "Bias"),
+            ("Y", "ResidualSum"),
+            frozenset({"Residual"}),
+        ),
+    ),
+    shape_rule=_shapes,
+    describe=_describe,
+    reference=reference,
 )

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from graphopt.kernels.activations import apply_activation
+from graphopt.kernels.kernel_spec import KernelSpec
 from graphopt.kernels.launch_rules import ELEMENT_BYTES, Tier
 from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import masked_by
@@ -149,3 +150,15 @@ def launch_group_norm_act(
         int(write_sum), BLOCK_N=tier.block_n, LOOPED=tier.looped, num_warps=tier.num_warps,
     )  # fmt: skip
     return tier
+
+
+# The kernel's arguments as the ahead-of-time build and the C++ launch (cuda_launch.cc) pass them.
+_AOT_ARGS = (
+    ("X", "*"), ("R", "*"), ("W", "*"), ("B", "*"), ("Y", "*"), ("S", "*"),
+    ("groups", "i32"), ("group_size", "i32"), ("spatial", "i32"),
+    ("eps", "fp32"), ("activation", "i32"),
+    ("has_scale", "i32"), ("has_bias", "i32"), ("has_residual", "i32"), ("write_sum", "i32"),
+)  # fmt: skip
+AOT_KERNEL = KernelSpec(
+    "GroupNormAct", group_norm_act_kernel, _AOT_ARGS, (), group_norm_act_tiers, ("BLOCK_N", "LOOPED")
+)

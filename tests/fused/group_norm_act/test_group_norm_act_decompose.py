@@ -15,7 +15,7 @@ from fused_checks import ACTIVATIONS, assert_close, newest_ort_opset, session
 from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
 from graphopt.fused.onnx_decompose import Variant
 from graphopt.fused.onnx_functions import attach_functions, overload_name
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, Activation, Norm
+from graphopt.fused.spec import DOMAIN, DOMAIN_VERSION
 
 ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
 PORTS = ("X", "Scale", "Bias", "Residual")
@@ -82,12 +82,7 @@ def test_fallback_matches_reference(present, shape, dtype, opset):
 
 
 def test_overload_names_the_groups_and_ports():
-    variant = Variant(
-        GROUP_NORM_ACT.name,
-        Norm.LAYER,
-        Activation.SILU,
-        1e-6,
-        present=frozenset({"Scale", "Residual"}),
-        groups=32,
+    variant = Variant.of(
+        GROUP_NORM_ACT, present={"Scale", "Residual"}, groups=32, activation="silu", epsilon=1e-6
     )
     assert overload_name(variant) == "groups32_silu_eps1e-06_scale_residual"

@@ -7,7 +7,7 @@ import torch
 
 from graphopt.fused import register_torch_ops
 from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
-from graphopt.fused.table import Activation
+from graphopt.fused.spec import Activation
 
 ops = register_torch_ops()
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 1e-2}

@@ -18,7 +18,7 @@ from graphopt.fused.group_norm_act.triton_kernel import (
     group_norm_act_tiers,
     launch_group_norm_act,
 )
-from graphopt.fused.table import Activation
+from graphopt.fused.spec import Activation
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
