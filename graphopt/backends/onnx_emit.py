@@ -387,15 +387,7 @@ def _fused(e: Emitter, node: Node) -> None:
     """A fused op as its node of the graphopt domain, attributes under their ONNX names."""
     op = by_ir_op(node.op)
     attrs = {a.name: a.value_type(node.attrs[a.ir_name]) for a in op.attributes if a.ir_name in node.attrs}
-    outputs = _outs(node)
-    # An optional output nothing reads is left off (a residual sum the kernel then need not store).
-    while (
-        len(outputs) > 1
-        and op.outputs[len(outputs) - 1].optional
-        and not e.graph.is_used(node.outputs[len(outputs) - 1])
-    ):
-        outputs.pop()
-    e.node(op.name, node.inputs, outputs, name=node.name, domain=DOMAIN, **attrs)
+    e.node(op.name, node.inputs, _outs(node), name=node.name, domain=DOMAIN, **attrs)
 
 
 _BINARY_TYPES = {Op.ADD: "Add", Op.SUB: "Sub", Op.MUL: "Mul", Op.DIV: "Div", Op.POW: "Pow"}
