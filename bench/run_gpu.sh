@@ -46,6 +46,10 @@ for s in $stages; do
     # Real architectures end to end; REAL_ARGS picks a share of them (e.g. "--models gpt2,bert --dtypes fp32").
     embeddings) stage embeddings python3 bench/bench_embeddings.py --out "$results" ${EMBED_ARGS:-} ;;
     real) stage real python3 bench/bench_real_models.py --out "$results/real" ${REAL_ARGS:-} ;;
+    # GroupNormAct: its GPU tests, then the kernel against a copy and diffusion-style models end to end.
+    groupnorm_tests) TAIL=8 stage groupnorm_tests python3 -m pytest -q -p no:cacheprovider -x \
+             tests/ort/test_ort_cuda_group_norm_act.py tests/fused/group_norm_act tests/models/test_diffusion_blocks.py ;;
+    groupnorm) stage groupnorm python3 bench/bench_group_norm.py --out "$results" ${GROUPNORM_ARGS:-} ;;
   esac
 done
 tar -czf "$out/gpu_results.tar.gz" -C "$out" results

@@ -21,7 +21,13 @@ from graphopt.passes.canonicalize import (
     REMOVE_DEAD_NODES,
     REMOVE_IDENTITY,
 )
-from graphopt.passes.fuse import FUSE_BATCH_NORM_ACT, FUSE_BIAS_ACT, FUSE_NORM_ACT, FUSE_NORM_ACT_LINEAR
+from graphopt.passes.fuse import (
+    FUSE_BATCH_NORM_ACT,
+    FUSE_BIAS_ACT,
+    FUSE_GROUP_NORM_ACT,
+    FUSE_NORM_ACT,
+    FUSE_NORM_ACT_LINEAR,
+)
 from graphopt.passes.horizontal import (
     BATCH_EMBEDDING_BAGS,
     BATCH_EMBEDDING_LOOKUPS,
@@ -30,6 +36,7 @@ from graphopt.passes.horizontal import (
 )
 from graphopt.passes.recognize import (
     RECOGNIZE_ACTIVATIONS,
+    RECOGNIZE_GROUP_NORMS,
     RECOGNIZE_LINEAR,
     RECOGNIZE_NORMS,
     RECOGNIZE_STACK,
@@ -81,6 +88,7 @@ PIPELINE: tuple[Pass, ...] = (
     RECOGNIZE_STACK,
     RECOGNIZE_ACTIVATIONS,
     RECOGNIZE_NORMS,
+    RECOGNIZE_GROUP_NORMS,
     # Before the batching: its one lookup is the split source that batch_split_chains batches from.
     BATCH_EMBEDDING_LOOKUPS,
     BATCH_EMBEDDING_BAGS,
@@ -92,6 +100,7 @@ PIPELINE: tuple[Pass, ...] = (
     MERGE_RECOGNIZED_DUPLICATES,
     FUSE_NORM_ACT,
     FUSE_NORM_ACT_LINEAR,
+    FUSE_GROUP_NORM_ACT,
     # (after the norm fusions, which take an activation after a norm first; a batch norm's activation
     # before fuse_bias_act would take it alone)
     FUSE_BATCH_NORM_ACT,

@@ -192,6 +192,12 @@ def _layer_norm(b, node):
     return [b.getitem(result, 0, _name(node))]
 
 
+def _group_norm(b, node):
+    scale, bias = b.arg(node.input(1)), b.arg(node.input(2))
+    args = (_x(b, node), int(node.attrs["groups"]), scale, bias, float(node.attrs["eps"]))
+    return [b.call(aten.group_norm.default, args, name=_name(node))]
+
+
 def _rms_norm(b, node):
     args = (_x(b, node), _normalized_shape(b, node), b.arg(node.input(1)), node.attrs["eps"])
     return [b.call(aten.rms_norm.default, args, name=_name(node))]
@@ -271,6 +277,7 @@ _EMITTERS: dict[str, Emitter] = {
     Op.CONSTANT: _constant,
     Op.LAYER_NORM: _layer_norm,
     Op.RMS_NORM: _rms_norm,
+    Op.GROUP_NORM: _group_norm,
     Op.REDUCE_MEAN: _reduce_mean,
     Op.VAR_MEAN: _var_mean,
     Op.MATMUL: _matmul,

@@ -120,6 +120,22 @@ def _reads_beyond(node: fx.Node, last: int) -> bool:
     return any(user.target is not operator.getitem or user.args[1] > last for user in node.users)
 
 
+def _group_norm(node, a):
+    x = a["input"]
+    if rank_of(x) is None or rank_of(x) < 2:
+        return None
+    return one(Op.GROUP_NORM, [x, a["weight"], a["bias"]], groups=int(a["num_groups"]), eps=float(a["eps"]))
+
+
+def _native_group_norm(node, a):
+    """native_group_norm returns (y, mean, rstd): the IR node is element 0 of its result."""
+    x = a["input"]
+    if rank_of(x) is None or rank_of(x) < 2 or _reads_beyond(node, 0) or type(a["group"]) is not int:
+        return None
+    attrs = {"groups": a["group"], "eps": float(a["eps"])}
+    return [Member(Op.GROUP_NORM, [x, a["weight"], a["bias"]], attrs, results=[0])]
+
+
 def _rms_norm(node, a):
     shape, x = ints(a["normalized_shape"]), a["input"]
     rank, val = rank_of(x), tensor_val(x)
@@ -358,6 +374,8 @@ _HANDLERS: dict[Any, Handler] = {
     aten.layer_norm.default: _layer_norm,
     aten.native_layer_norm.default: lambda node, a: _layer_norm(node, a, native=True),
     aten.rms_norm.default: _rms_norm,
+    aten.group_norm.default: _group_norm,
+    aten.native_group_norm.default: _native_group_norm,
     **dict.fromkeys((aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default), _split),
     aten.unbind.int: _unbind,
     aten.slice.Tensor: _slice,

@@ -212,6 +212,17 @@ def _rms_norm(node, attrs, opset, const):
     return Op.RMS_NORM, {"axis": attrs.get("axis", -1), "eps": float(attrs.get("epsilon", 1e-5))}
 
 
+def _group_norm(node, attrs, opset, const):
+    """GroupNormalization; its scale and bias are per group before opset 21 (see ``Op.GROUP_NORM``)."""
+    if attrs.get("stash_type", 1) != 1 or "num_groups" not in attrs:
+        return None
+    return Op.GROUP_NORM, {"groups": attrs["num_groups"], "eps": float(attrs.get("epsilon", 1e-5))}
+
+
+def _instance_norm(node, attrs, opset, const):
+    return Op.INSTANCE_NORM, {"eps": float(attrs.get("epsilon", 1e-5))}
+
+
 def _gelu(node, attrs, opset, const):
     return Op.GELU, {"approximate": attrs.get("approximate", "none")}
 
@@ -257,6 +268,8 @@ _DEFAULT_DOMAIN = {
     "Constant": _constant,
     "LayerNormalization": _layer_norm,
     "RMSNormalization": _rms_norm,
+    "GroupNormalization": _group_norm,
+    "InstanceNormalization": _instance_norm,
     "Gelu": _gelu,
     "ReduceMean": _reduce_mean,
     "Gemm": _gemm,

@@ -282,7 +282,9 @@ def _constant(node: Node) -> list[OutputType]:
 
 
 _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
-    **dict.fromkeys(UNARY_POINTWISE | {Op.IDENTITY, Op.LAYER_NORM, Op.RMS_NORM}, _same),
+    **dict.fromkeys(
+        UNARY_POINTWISE | {Op.IDENTITY, Op.LAYER_NORM, Op.RMS_NORM, Op.GROUP_NORM, Op.INSTANCE_NORM}, _same
+    ),
     **dict.fromkeys(BINARY_POINTWISE, _binary),
     Op.LESS: _less,
     Op.WHERE: _where,

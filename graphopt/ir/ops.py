@@ -13,6 +13,7 @@ the ``fold_shape_inputs`` pass turns constant ones into attributes, so rules mat
 from __future__ import annotations
 
 from graphopt.fused.affine_act import AFFINE_ACT as _AFFINE_ACT_SPEC
+from graphopt.fused.group_norm_act import GROUP_NORM_ACT as _GROUP_NORM_ACT_SPEC
 from graphopt.fused.norm_act import NORM_ACT as _NORM_ACT_SPEC
 from graphopt.fused.norm_act_linear import NORM_ACT_LINEAR as _NORM_ACT_LINEAR_SPEC
 
@@ -37,6 +38,13 @@ class Op:
     # Normalization
     LAYER_NORM = "layer_norm"  # axis: int, eps: float; inputs (x, scale?, bias?)
     RMS_NORM = "rms_norm"  # axis: int, eps: float; inputs (x, scale?)
+    # x [N, C, *] normalized per (sample, group of C / groups channels); scale and bias per channel
+    # (ONNX GroupNormalization before opset 21 scales per group: scale and bias have `groups` values
+    # there; with C values they are per channel; the two agree when groups == C)
+    GROUP_NORM = "group_norm"  # groups: int, eps: float; inputs (x, scale?, bias?)
+    INSTANCE_NORM = (
+        "instance_norm"  # eps: float; inputs (x, scale [C], bias [C]) (ONNX InstanceNormalization)
+    )
     # Unary pointwise
     RELU = "relu"
     TANH = "tanh"
@@ -75,6 +83,7 @@ class Op:
         _NORM_ACT_LINEAR_SPEC.ir_op
     )  # (x, scale?, bias?, weight, linear_bias?); + out_activation
     AFFINE_ACT = _AFFINE_ACT_SPEC.ir_op  # inputs (x, scale?, bias?) of [x.shape[axis]]; activation, axis
+    GROUP_NORM_ACT = _GROUP_NORM_ACT_SPEC.ir_op  # (x, scale?, bias?, residual?); groups, activation, eps
 
 
 UNARY_POINTWISE = frozenset(

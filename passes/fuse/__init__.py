@@ -4,7 +4,14 @@ become one fused kernel
 
 from .fuse_batch_norm_act import PASS as FUSE_BATCH_NORM_ACT
 from .fuse_bias_act import PASS as FUSE_BIAS_ACT
+from .fuse_group_norm_act import PASS as FUSE_GROUP_NORM_ACT
 from .fuse_norm_act import PASS as FUSE_NORM_ACT
 from .fuse_norm_act_linear import PASS as FUSE_NORM_ACT_LINEAR
 
-__all__ = ["FUSE_BATCH_NORM_ACT", "FUSE_BIAS_ACT", "FUSE_NORM_ACT", "FUSE_NORM_ACT_LINEAR"]
+__all__ = [
+    "FUSE_BATCH_NORM_ACT",
+    "FUSE_BIAS_ACT",
+    "FUSE_GROUP_NORM_ACT",
+    "FUSE_NORM_ACT",
+    "FUSE_NORM_ACT_LINEAR",
+]

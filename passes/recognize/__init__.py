@@ -3,6 +3,7 @@ the horizontal and fusion passes match; ``restore_unfused`` gives back, as it ca
 no fusion consumed (a recognizer is a means, not a result)."""
 
 from .recognize_activations import PASS as RECOGNIZE_ACTIVATIONS
+from .recognize_group_norms import PASS as RECOGNIZE_GROUP_NORMS
 from .recognize_linear import PASS as RECOGNIZE_LINEAR
 from .recognize_norms import PASS as RECOGNIZE_NORMS
 from .recognize_stack import PASS as RECOGNIZE_STACK
@@ -10,6 +11,7 @@ from .restore_unfused import PASS as RESTORE_UNFUSED
 
 __all__ = [
     "RECOGNIZE_ACTIVATIONS",
+    "RECOGNIZE_GROUP_NORMS",
     "RECOGNIZE_LINEAR",
     "RECOGNIZE_NORMS",
     "RECOGNIZE_STACK",

@@ -1,0 +1,88 @@
+"""GroupNormAct's fallback function (its ONNX decomposition) run by a plain ONNX Runtime, against
+the float64 reference: each combination of optional ports, activations, ranks and opsets."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fused_checks import ACTIVATIONS, assert_close, newest_ort_opset, session
+
+from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
+from graphopt.fused.onnx_decompose import Variant
+from graphopt.fused.onnx_functions import attach_functions, overload_name
+from graphopt.fused.spec import DOMAIN, DOMAIN_VERSION
+
+ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
+PORTS = ("X", "Scale", "Bias", "Residual")
+
+
+def model_of(nodes, inputs, outputs, dtype, opset):
+    """``inputs`` map names to shapes; every output has X's."""
+    elem = ELEM[dtype]
+    graph = helper.make_graph(
+        nodes,
+        "group_norm_act",
+        [helper.make_tensor_value_info(name, elem, shape) for name, shape in inputs.items()],
+        [helper.make_tensor_value_info(name, elem, inputs["X"]) for name in outputs],
+    )
+    opsets = [helper.make_opsetid("", opset), helper.make_opsetid(DOMAIN, DOMAIN_VERSION)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def run_fallback(model, feeds):
+    attach_functions(model)
+    onnx.checker.check_model(model, full_check=True)
+    return session(model).run(None, feeds)
+
+
+@pytest.mark.parametrize("opset", (13, 18, newest_ort_opset()))
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize(
+    ("present", "shape"),
+    [
+        ((), (2, 6, 5)),
+        (("Scale", "Bias"), (2, 6, 3, 4)),
+        (("Bias", "Residual"), (3, 6)),
+        (("Scale",), (1, 6, 2, 2, 2)),
+    ],
+)
+def test_fallback_matches_reference(present, shape, dtype, opset):
+    """One node per activation in one model: each gets its own overload."""
+    rng = np.random.default_rng(len(shape) + opset)
+    shapes = {"X": shape, "Scale": (6,), "Bias": (6,), "Residual": shape}
+    feeds = {n: rng.standard_normal(s).astype(dtype) for n, s in shapes.items() if n == "X" or n in present}
+    inputs = [n if n in feeds else "" for n in PORTS]
+    while not inputs[-1]:
+        inputs.pop()
+    nodes, outputs = [], []
+    for act in ACTIVATIONS:
+        node_outputs = [f"y_{act}"] + ([f"sum_{act}"] if "Residual" in present else [])
+        nodes.append(
+            helper.make_node(
+                "GroupNormAct", inputs, node_outputs, domain=DOMAIN, groups=3, activation=act, epsilon=1e-3
+            )
+        )
+        outputs += node_outputs
+    results = run_fallback(model_of(nodes, {n: shapes[n] for n in feeds}, outputs, dtype, opset), feeds)
+    s = feeds["X"].astype(np.float32)
+    if "Residual" in present:
+        s = (s + feeds["Residual"].astype(np.float32)).astype(dtype)
+    for act, y in zip(ACTIVATIONS, results[:: 2 if "Residual" in present else 1], strict=True):
+        expected, _ = GROUP_NORM_ACT.reference(
+            s, feeds.get("Scale"), feeds.get("Bias"), groups=3, activation=act, epsilon=1e-3
+        )
+        assert_close(y, expected, dtype)
+    if "Residual" in present:
+        assert_close(results[1], s, dtype)
+
+
+def test_overload_names_the_groups_and_ports():
+    variant = Variant.of(
+        GROUP_NORM_ACT, present={"Scale", "Residual"}, groups=32, activation="silu", epsilon=1e-6
+    )
+    assert overload_name(variant) == "groups32_silu_eps1e-06_scale_residual"
