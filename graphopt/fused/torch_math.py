@@ -3,8 +3,8 @@
 Statistics and arithmetic run in float32 (float64 for float64 inputs, so gradients can be checked
 in double precision); results take the input's dtype. A residual is added in storage precision,
 as the unfused graph and the Triton kernel do, and the rounded sum is what gets normalized.
-Layer norm's statistics are taken of the input shifted by its first element, as the kernels take
-them (graphopt/kernels/row_norm.py): rows with a large common offset keep their precision.
+Layer norm's statistics are taken of the input shifted by its mean, as the C++ CPU kernel takes them
+(graphopt/ort/src/cpu_rows.cc): rows with a large common offset keep their precision.
 """
 
 from __future__ import annotations
@@ -111,13 +111,14 @@ def norm_act_linear(
 
 
 def _layer_statistics(s: torch.Tensor, dims: tuple[int, ...], eps: float):
-    """(normalized s, 1 / std) of layer norm over ``dims``, taken of s minus its first element
-    there: differences of nearby floats are exact, so a large common offset costs no precision."""
-    first = s[(Ellipsis, *(slice(0, 1) for _ in dims))]
-    shifted = s - first
-    var, mean = torch.var_mean(shifted, dims, correction=0, keepdim=True)
-    rstd = torch.rsqrt(var + eps)
-    return (shifted - mean) * rstd, rstd
+    """(normalized s, 1 / std) of layer norm over ``dims``, taken of s minus its mean there (the
+    pivot): differences of nearby floats are exact, so a large common offset costs no precision,
+    and the mean of the shifted row corrects the pivot's rounding. The variance is taken in float64:
+    a float32 square beyond 3.4e38 (a damaged weight's product) would make it infinite."""
+    shifted = s - s.mean(dims, keepdim=True)
+    var, mean = torch.var_mean(shifted.to(torch.float64), dims, correction=0, keepdim=True)
+    rstd = torch.rsqrt(var + eps).to(s.dtype)
+    return (shifted - mean.to(s.dtype)) * rstd, rstd
 
 
 def _statistics(s: torch.Tensor, norm: Norm, eps: float, dims: tuple[int, ...]):
