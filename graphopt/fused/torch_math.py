@@ -113,10 +113,12 @@ def norm_act_linear(
 def _layer_statistics(s: torch.Tensor, dims: tuple[int, ...], eps: float):
     """(normalized s, 1 / std) of layer norm over ``dims``, taken of s minus its mean there (the
     pivot): differences of nearby floats are exact, so a large common offset costs no precision,
-    and the mean of the shifted row corrects the pivot's rounding. The variance is taken in float64:
-    a float32 square beyond 3.4e38 (a damaged weight's product) would make it infinite."""
-    shifted = s - s.mean(dims, keepdim=True)
-    var, mean = torch.var_mean(shifted.to(torch.float64), dims, correction=0, keepdim=True)
+    and the mean of the shifted row corrects the pivot's rounding. Both are taken in float64: a
+    float32 sum or square beyond 3.4e38 (near float32's top, or a damaged weight's product) would
+    make them infinite."""
+    wide = torch.float64
+    shifted = s - s.to(wide).mean(dims, keepdim=True).to(s.dtype)
+    var, mean = torch.var_mean(shifted.to(wide), dims, correction=0, keepdim=True)
     rstd = torch.rsqrt(var + eps).to(s.dtype)
     return (shifted - mean.to(s.dtype)) * rstd, rstd
 

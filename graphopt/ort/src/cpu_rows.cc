@@ -21,14 +21,16 @@ GRAPHOPT_INLINE float AddLanes(const float* lanes) {
   return total;
 }
 
-GRAPHOPT_INLINE float Sum(const float* v, int64_t n) {
-  float lanes[kLanes] = {};
+// The mean of a row, in double: a float sum of values near float's top would be infinite.
+GRAPHOPT_INLINE float Mean(const float* v, int64_t n) {
+  double lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int l = 0; l < kLanes; ++l) lanes[l] += v[i + l];
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += v[i];
-  return AddLanes(lanes) + tail;
+  double total = 0.0;
+  for (; i < n; ++i) total += v[i];
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return static_cast<float>(total / static_cast<double>(n));
 }
 
 // In double: a square of a float beyond 1.8e19 is beyond float's range, and the row's variance
@@ -138,8 +140,8 @@ GRAPHOPT_CPU_CLONES void NormalizeRow(const RowNorm& rn, float* v, int64_t n) {
   // first element, as before, rounds every difference twice where that element is far from the
   // rest: half an ulp more error on ordinary rows, and 0 * inf where a damaged scale is infinite.)
   const float inv_n = 1.0f / static_cast<float>(n);
-  if (rn.norm == Norm::kLayer) Subtract(v, Sum(v, n) * inv_n, n);
-  const float mean = rn.norm == Norm::kLayer ? Sum(v, n) * inv_n : 0.0f;
+  if (rn.norm == Norm::kLayer) Subtract(v, Mean(v, n), n);
+  const float mean = rn.norm == Norm::kLayer ? Mean(v, n) : 0.0f;
   const float rstd = static_cast<float>(1.0 / std::sqrt(SumSquares(v, mean, n) * inv_n + rn.epsilon));
   // One pass per present combination, so no loop tests for a missing scale or bias.
   const float* scale = rn.scale;
