@@ -78,7 +78,7 @@ class Reference:
     base: Path | None
     tolerances: dict[DType, Tolerance]
     original: Any = None  # (for the float64 evaluation that judges a disagreement again)
-    float64: dict[int, dict | None] = field(default_factory=dict)  # per draw, computed when needed
+    float64: dict[int, dict | None] = field(default_factory=dict)  # per draw and mode, when needed
 
     @classmethod
     def of(cls, source: io.Source, draws: Sequence[Draw], tolerances=None) -> Reference:
@@ -140,20 +140,41 @@ class Reference:
         return {**verdict, "summary": summary, "draws": draws}
 
     def _second_opinion(self, index: int, verdict: dict[str, Any], got: Sequence[Any]) -> dict[str, Any]:
-        """A failed draw judged again against the original's float64 evaluation (float64_check)."""
-        from .float64_check import float64_reference, rejudge
+        """A failed draw judged again against the original's float64 evaluation (float64_check):
+        exact and as stored first, and only if that is not enough, with noisy rounding (each
+        evaluation costs a run of the original in float64)."""
+        from .float64_check import rejudge
+        from .stored_rounding import EXACT, MODES, STORED
 
         if self.original is None:
             return verdict
-        if index not in self.float64:
-            found = float64_reference(self.frontend, self.original, [self.draws[index].feeds], self.base)
-            self.float64[index] = None if found is None else found[0]
-        evaluations = self.float64[index]
-        if evaluations is None or any(len(run) != len(got) for run in evaluations.values()):
-            return verdict
         draw = self.draws[index]
         tolerances = draw.tolerances(self.tolerances)
-        return rejudge(verdict, self.outputs[index], got, evaluations, tolerances, stress=draw.stress)
+        for modes in ((EXACT, STORED), MODES):
+            evaluations = self._float64(index, modes)
+            if evaluations is None or any(len(run) != len(got) for run in evaluations.values()):
+                return verdict
+            judged = rejudge(verdict, self.outputs[index], got, evaluations, tolerances, stress=draw.stress)
+            if judged["ok"]:
+                return judged
+        return judged
+
+    def _float64(self, index: int, modes: Sequence[int]) -> dict[int, list] | None:
+        """The original's float64 evaluations of draw ``index`` in ``modes``, each computed once."""
+        from .float64_check import float64_reference
+
+        known = self.float64.setdefault(index, {})
+        if known is None:
+            return None
+        missing = [mode for mode in modes if mode not in known]
+        if missing:
+            feeds = [self.draws[index].feeds]
+            found = float64_reference(self.frontend, self.original, feeds, self.base, missing)
+            if found is None:
+                self.float64[index] = None
+                return None
+            known.update(found[0])
+        return {mode: known[mode] for mode in modes}
 
     def describe_inputs(self) -> dict[str, Any]:
         return {name: {"dtype": str(a.dtype), "shape": list(a.shape)} for name, a in self.feeds.items()}

@@ -33,17 +33,17 @@ log = logging.getLogger(__name__)
 
 
 def float64_reference(
-    frontend: str, original: Any, feeds: Sequence[dict], base
+    frontend: str, original: Any, feeds: Sequence[dict], base, modes: Sequence[int]
 ) -> list[dict[int, list[np.ndarray]]] | None:
-    """The original's outputs on each set of feeds, evaluated in float64 in each mode of
-    ``stored_rounding``; None where it cannot be evaluated so."""
+    """The original's outputs on each set of feeds, evaluated in float64 in each of ``modes`` (of
+    ``stored_rounding``); None where it cannot be evaluated so."""
     if frontend == "onnx":
         from .frontends.onnx_float64 import float64_outputs
 
-        return float64_outputs(original, feeds, base)
+        return float64_outputs(original, feeds, base, modes)
     from .frontends.torch_float64 import float64_outputs as program_outputs
 
-    return program_outputs(original, feeds)
+    return program_outputs(original, feeds, modes)
 
 
 def rejudge(

@@ -46,10 +46,13 @@ class Store(OpRun):
 
 
 def float64_outputs(
-    model: onnx.ModelProto | str | Path, draws: Sequence[dict[str, np.ndarray]], base: Path | None
+    model: onnx.ModelProto | str | Path,
+    draws: Sequence[dict[str, np.ndarray]],
+    base: Path | None,
+    modes: Sequence[int] = MODES,
 ) -> list[dict[int, list[np.ndarray]]] | None:
-    """The model's outputs on each set of feeds in each of ``stored_rounding.MODES`` (float outputs
-    as float64 arrays); None when the model cannot be evaluated so."""
+    """The model's outputs on each set of feeds in each of ``modes`` (of ``stored_rounding``; float
+    outputs as float64 arrays); None when the model cannot be evaluated so."""
     from onnx.reference import ReferenceEvaluator
 
     proto = _load(model, base)
@@ -67,7 +70,7 @@ def float64_outputs(
             results.append(
                 {
                     mode: [np.asarray(o) for o in evaluator.run(None, {**widened, _MODE: np.int64(mode)})]
-                    for mode in MODES
+                    for mode in modes
                 }
             )
         return results

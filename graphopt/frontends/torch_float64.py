@@ -27,10 +27,12 @@ _NARROW = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def float64_outputs(
-    program: torch.export.ExportedProgram, draws: Sequence[dict[str, np.ndarray]]
+    program: torch.export.ExportedProgram,
+    draws: Sequence[dict[str, np.ndarray]],
+    modes: Sequence[int] = MODES,
 ) -> list[dict[int, list[np.ndarray]]] | None:
-    """The program's user outputs on each set of feeds (by placeholder name) in each of
-    ``stored_rounding.MODES``, float ones as float64 arrays; None when it cannot be evaluated so."""
+    """The program's user outputs on each set of feeds (by placeholder name) in each of ``modes``
+    (of ``stored_rounding``), float ones as float64 arrays; None when it cannot be evaluated so."""
     graph = program.graph_module.graph
     if any(_unsupported(node) for node in graph.nodes):
         return None
@@ -40,7 +42,7 @@ def float64_outputs(
         results = []
         for feeds in draws:
             runs = {}
-            for mode in MODES:
+            for mode in modes:
                 arguments = []
                 for spec in signature.input_specs:
                     if spec.kind == InputKind.USER_INPUT:
