@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,8 @@ class Reference:
     outputs: list[list[Any]]  # per draw
     base: Path | None
     tolerances: dict[DType, Tolerance]
+    original: Any = None  # (for the float64 evaluation that judges a disagreement again)
+    float64: dict[int, dict | None] = field(default_factory=dict)  # per draw and mode, when needed
 
     @classmethod
     def of(cls, source: io.Source, draws: Sequence[Draw], tolerances=None) -> Reference:
@@ -92,7 +94,8 @@ class Reference:
                 f"{source.label}: {runtime} cannot run the model for the numeric check "
                 f"({_first_line(error)}); use --no-verify to skip the check"
             ) from None
-        return cls(source.frontend, list(draws), names, outputs, base, resolve_tolerances(tolerances))
+        tolerances = resolve_tolerances(tolerances)
+        return cls(source.frontend, list(draws), names, outputs, base, tolerances, source.original)
 
     @property
     def feeds(self) -> dict[str, np.ndarray]:
@@ -119,6 +122,10 @@ class Reference:
             )
             for draw, want, got in zip(self.draws, self.outputs, actual, strict=True)
         ]
+        verdicts = [
+            v if v["ok"] or not v["outputs"] else self._second_opinion(i, v, actual[i])
+            for i, v in enumerate(verdicts)
+        ]
         draws = [
             {"name": d.name, "ok": v["ok"], "summary": v["summary"]}
             for d, v in zip(self.draws, verdicts, strict=True)
@@ -131,6 +138,43 @@ class Reference:
             verdict["summary"] if len(self.draws) == 1 else f"on the {draw.name} inputs, {verdict['summary']}"
         )
         return {**verdict, "summary": summary, "draws": draws}
+
+    def _second_opinion(self, index: int, verdict: dict[str, Any], got: Sequence[Any]) -> dict[str, Any]:
+        """A failed draw judged again against the original's float64 evaluation (float64_check):
+        exact and as stored first, and only if that is not enough, with noisy rounding (each
+        evaluation costs a run of the original in float64)."""
+        from .float64_check import rejudge
+        from .stored_rounding import EXACT, MODES, STORED
+
+        if self.original is None:
+            return verdict
+        draw = self.draws[index]
+        tolerances = draw.tolerances(self.tolerances)
+        for modes in ((EXACT, STORED), MODES):
+            evaluations = self._float64(index, modes)
+            if evaluations is None or any(len(run) != len(got) for run in evaluations.values()):
+                return verdict
+            judged = rejudge(verdict, self.outputs[index], got, evaluations, tolerances, stress=draw.stress)
+            if judged["ok"]:
+                return judged
+        return judged
+
+    def _float64(self, index: int, modes: Sequence[int]) -> dict[int, list] | None:
+        """The original's float64 evaluations of draw ``index`` in ``modes``, each computed once."""
+        from .float64_check import float64_reference
+
+        known = self.float64.setdefault(index, {})
+        if known is None:
+            return None
+        missing = [mode for mode in modes if mode not in known]
+        if missing:
+            feeds = [self.draws[index].feeds]
+            found = float64_reference(self.frontend, self.original, feeds, self.base, missing)
+            if found is None:
+                self.float64[index] = None
+                return None
+            known.update(found[0])
+        return {mode: known[mode] for mode in modes}
 
     def describe_inputs(self) -> dict[str, Any]:
         return {name: {"dtype": str(a.dtype), "shape": list(a.shape)} for name, a in self.feeds.items()}

@@ -164,7 +164,9 @@ def _add_node(
     node.meta["omitted_outputs"] = omitted
     for value in node.outputs:
         scope[value.name] = value
-    _fill_types(node, not declared.isdisjoint(output_names))
+    # (a value computed from one whose declared shape was wrong inherited it through shape inference)
+    corrected = any(v is not None and v.meta.get("declared_shape_wrong") for v in inputs)
+    _fill_types(node, corrected or not declared.isdisjoint(output_names))
 
 
 def _constants_in(scope: dict[str, Value]):
@@ -205,13 +207,22 @@ def _fill_types(node, declared: bool) -> None:
         value.dtype = value.dtype or dtype
         if value.shape is None:
             value.shape = shape
-        elif _static(shape) and _static(value.shape) and tuple(shape) != tuple(value.shape):
+        elif _contradicts(shape, value.shape):
             log.info("%r is declared %s but %s gives %s", value.name, value.shape, node.op, shape)
             value.shape = tuple(shape)
+            value.meta["declared_shape_wrong"] = True
 
 
-def _static(shape) -> bool:
-    return shape is not None and all(isinstance(d, int) for d in shape)
+def _contradicts(inferred, declared) -> bool:
+    """Whether the op's shape and the declared one differ in rank or in a dim both know (a symbolic
+    batch beside a damaged width of 10^9 is still a contradiction)."""
+    if inferred is None or declared is None:
+        return False
+    if len(inferred) != len(declared):
+        return all(isinstance(d, int) for d in inferred)
+    return any(
+        isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(inferred, declared, strict=True)
+    )
 
 
 def _validate(

@@ -4,8 +4,8 @@ for their CPU implementations and autograd formulas (each op's ``torch_math.py``
 Statistics and arithmetic run in float32 (float64 for float64 inputs, so gradients can be checked
 in double precision); results take the input's dtype. A residual is added in storage precision,
 as the unfused graph and the Triton kernel do, and the rounded sum is what gets normalized.
-Layer norm's statistics are taken of the input shifted by its first element, as the kernels take
-them (graphopt/kernels/row_norm.py): rows with a large common offset keep their precision.
+Layer norm's statistics are taken of the input shifted by its mean, as the C++ CPU kernel takes them
+(graphopt/ort/src/cpu_rows.cc): rows with a large common offset keep their precision.
 """
 
 from __future__ import annotations
@@ -81,13 +81,16 @@ def residual_sum(x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
 
 
 def layer_statistics(s: torch.Tensor, dims: tuple[int, ...], eps: float):
-    """(normalized s, 1 / std) of layer norm over ``dims``, taken of s minus its first element
-    there: differences of nearby floats are exact, so a large common offset costs no precision."""
-    first = s[(Ellipsis, *(slice(0, 1) for _ in dims))]
-    shifted = s - first
-    var, mean = torch.var_mean(shifted, dims, correction=0, keepdim=True)
-    rstd = torch.rsqrt(var + eps)
-    return (shifted - mean) * rstd, rstd
+    """(normalized s, 1 / std) of layer norm over ``dims``, taken of s minus its mean there (the
+    pivot): differences of nearby floats are exact, so a large common offset costs no precision,
+    and the mean of the shifted row corrects the pivot's rounding. Both are taken in float64: a
+    float32 sum or square beyond 3.4e38 (near float32's top, or a damaged weight's product) would
+    make them infinite."""
+    wide = torch.float64
+    shifted = s - s.to(wide).mean(dims, keepdim=True).to(s.dtype)
+    var, mean = torch.var_mean(shifted.to(wide), dims, correction=0, keepdim=True)
+    rstd = torch.rsqrt(var + eps).to(s.dtype)
+    return (shifted - mean.to(s.dtype)) * rstd, rstd
 
 
 def norm_statistics(s: torch.Tensor, norm: Norm, eps: float, dims: tuple[int, ...]):

@@ -11,6 +11,7 @@ from damaged_models import const, info, matmul_relu, model, run, spelled_layer_n
 from onnx import TensorProto, helper
 
 import graphopt
+from graphopt import io
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -249,3 +250,21 @@ def test_declared_shapes_that_contradict_the_ops_are_not_trusted():
     assert report.verification["ok"]
     assert report.verification["outputs"][0]["shape"] == [2, 16, 2]
     assert report.rule_counts.get("batch_split_chains") == 1
+
+
+def test_a_declared_width_beside_a_symbolic_batch_is_not_trusted(tmp_path):
+    """A graph output's width was damaged to 10^9 beside a symbolic batch: the declared shape was
+    believed (only fully static ones were checked against the op), and the norm computed from that
+    output was written with a 10^9-element scale of ones (EncodeError, exit 3; once a segfault).
+    What is computed from such a value inherited the declared width through shape inference."""
+    built = spelled_layer_norm(1e-5)
+    built.graph.node.insert(0, helper.make_node("Mul", ["x", "x"], ["p"]))
+    for node in built.graph.node[1:3]:
+        node.input[0] = "p"
+    built.graph.input[0].CopyFrom(info("x", ["batch", 8]))
+    built.graph.output[0].CopyFrom(info("y", ["batch", 8]))
+    built.graph.output.append(info("p", ["batch", 10**9]))
+    values = {v.name: v for v in io.load(built).graph.values()}
+    assert [values[name].shape for name in ("p", "d", "n")] == [("batch", 8)] * 3
+    code, stderr, problem = run(tmp_path, "optimize", _save(tmp_path, built))
+    assert (code, problem) == (0, None), stderr

@@ -21,27 +21,32 @@ GRAPHOPT_INLINE float AddLanes(const float* lanes) {
   return total;
 }
 
-GRAPHOPT_INLINE float Sum(const float* v, int64_t n) {
-  float lanes[kLanes] = {};
+// The mean of a row, in double: a float sum of values near float's top would be infinite.
+GRAPHOPT_INLINE float Mean(const float* v, int64_t n) {
+  double lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int l = 0; l < kLanes; ++l) lanes[l] += v[i + l];
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += v[i];
-  return AddLanes(lanes) + tail;
+  double total = 0.0;
+  for (; i < n; ++i) total += v[i];
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return static_cast<float>(total / static_cast<double>(n));
 }
 
-GRAPHOPT_INLINE float SumSquares(const float* v, float center, int64_t n) {
-  float lanes[kLanes] = {};
+// In double: a square of a float beyond 1.8e19 is beyond float's range, and the row's variance
+// would be infinite (its normalized values NaN) where the unfused norm's is finite.
+GRAPHOPT_INLINE double SumSquares(const float* v, float center, int64_t n) {
+  double lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int l = 0; l < kLanes; ++l) {
-      const float d = v[i + l] - center;
+      const double d = static_cast<double>(v[i + l]) - center;
       lanes[l] += d * d;
     }
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += (v[i] - center) * (v[i] - center);
-  return AddLanes(lanes) + tail;
+  double total = 0.0;
+  for (; i < n; ++i) total += (static_cast<double>(v[i]) - center) * (static_cast<double>(v[i]) - center);
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
 }
 
 GRAPHOPT_INLINE float Dot(const float* a, const float* b, int64_t n) {
@@ -128,14 +133,16 @@ GRAPHOPT_CPU_CLONES void Activate(Activation activation, float* v, int64_t n) { 
 
 GRAPHOPT_CPU_CLONES void NormalizeRow(const RowNorm& rn, float* v, int64_t n) {
   // Layer norm takes the variance around the mean in a second pass (more accurate than
-  // E[x^2] - E[x]^2); RMS norm centers at 0. The row is first shifted by its first element:
-  // differences of nearby floats are exact, so a row with a large common offset (1000 + noise)
-  // keeps the noise's low bits, which its plain float sum would drop, and `mean` is then the
-  // small mean of the shifted row, not a rounded 1000.something that would shift every value.
+  // E[x^2] - E[x]^2); RMS norm centers at 0. The row is first shifted by its float mean (the
+  // pivot): a value near the pivot (a row with a large common offset, 1000 + noise) loses
+  // nothing in the difference, which is exact, and `mean` is then the small mean of the shifted
+  // row, which corrects the pivot's rounding without shifting every value by it. (A shift by the
+  // first element, as before, rounds every difference twice where that element is far from the
+  // rest: half an ulp more error on ordinary rows, and 0 * inf where a damaged scale is infinite.)
   const float inv_n = 1.0f / static_cast<float>(n);
-  if (rn.norm == Norm::kLayer) Subtract(v, v[0], n);
-  const float mean = rn.norm == Norm::kLayer ? Sum(v, n) * inv_n : 0.0f;
-  const float rstd = 1.0f / std::sqrt(SumSquares(v, mean, n) * inv_n + rn.epsilon);
+  if (rn.norm == Norm::kLayer) Subtract(v, Mean(v, n), n);
+  const float mean = rn.norm == Norm::kLayer ? Mean(v, n) : 0.0f;
+  const float rstd = static_cast<float>(1.0 / std::sqrt(SumSquares(v, mean, n) * inv_n + rn.epsilon));
   // One pass per present combination, so no loop tests for a missing scale or bias.
   const float* scale = rn.scale;
   const float* bias = rn.bias;

@@ -1,0 +1,116 @@
+"""A torch.export program evaluated in float64, each value rounded to the dtype the program gives it.
+
+The torch counterpart of ``onnx_float64``: every call runs on float64 copies of its inputs (state and
+user inputs alike), and each floating result is stored in the dtype its ``meta["val"]`` records under
+one of ``stored_rounding``'s modes (not rounded, rounded, rounded with noise). The numeric check
+asks it when the optimized program and the original disagree (``graphopt.float64_check``). Programs
+it cannot evaluate so give None (an op without a float64 kernel, a reinterpretation of bits, an
+in-place write, a result of unknown dtype).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import fx
+from torch.export.graph_signature import InputKind, OutputKind
+
+from ..stored_rounding import MODES, store
+from .torch_arrays import to_numpy, to_torch
+
+log = logging.getLogger(__name__)
+
+_NARROW = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def float64_outputs(
+    program: torch.export.ExportedProgram,
+    draws: Sequence[dict[str, np.ndarray]],
+    modes: Sequence[int] = MODES,
+) -> list[dict[int, list[np.ndarray]]] | None:
+    """The program's user outputs on each set of feeds (by placeholder name) in each of ``modes``
+    (of ``stored_rounding``), float ones as float64 arrays; None when it cannot be evaluated so."""
+    graph = program.graph_module.graph
+    if any(_unsupported(node) for node in graph.nodes):
+        return None
+    signature = program.graph_signature
+    users = [i for i, s in enumerate(signature.output_specs) if s.kind == OutputKind.USER_OUTPUT]
+    try:
+        results = []
+        for feeds in draws:
+            runs = {}
+            for mode in modes:
+                arguments = []
+                for spec in signature.input_specs:
+                    if spec.kind == InputKind.USER_INPUT:
+                        arguments.append(_widen(to_torch(feeds[spec.arg.name])))
+                    else:
+                        arguments.append(_widen(_state(program, spec)))
+                with torch.no_grad():
+                    flat = _Float64Interpreter(program.graph_module, mode).run(*arguments)
+                runs[mode] = [_array(flat[i]) for i in users]
+            results.append(runs)
+        return results
+    except Exception as error:  # an op without a float64 kernel, or one this cannot run: no answer
+        log.info("no float64 evaluation of the original: %s", str(error).strip().splitlines()[:1])
+        return None
+
+
+def _state(program: torch.export.ExportedProgram, spec):
+    if spec.kind == InputKind.CONSTANT_TENSOR or spec.target in program.constants:
+        return program.constants[spec.target]
+    return program.state_dict[spec.target]
+
+
+def _widen(value):
+    if isinstance(value, torch.Tensor) and value.dtype in _NARROW:
+        return value.detach().to(torch.float64)
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()  # (the program's own state is never written)
+    return value
+
+
+def _array(value) -> np.ndarray:
+    return to_numpy(value) if isinstance(value, torch.Tensor) else np.asarray(value)
+
+
+def _unsupported(node: fx.Node) -> bool:
+    """A call that reads a tensor's bits as another dtype (in float64 its bits are others), or writes
+    into a tensor (a stored copy of its result would no longer alias what it wrote)."""
+    if node.op != "call_function":
+        return False
+    schema = getattr(node.target, "_schema", None)
+    return str(node.target) in ("aten.view.dtype", "aten.view_as_real.default") or bool(
+        schema is not None and schema.is_mutable
+    )
+
+
+class _Float64Interpreter(fx.Interpreter):
+    def __init__(self, module: fx.GraphModule, mode: int):
+        super().__init__(module)
+        self.mode = mode
+        self.index = 0
+
+    def run_node(self, node: fx.Node):
+        result = super().run_node(node)
+        if node.op != "call_function":
+            return result
+        return self._stored(result, node.meta.get("val"))
+
+    def _stored(self, result, expected):
+        """``result`` (float64) stored in the dtype of ``expected`` (the traced value), kept float64."""
+        if isinstance(result, torch.Tensor):
+            if not isinstance(expected, torch.Tensor):
+                raise TypeError("a tensor result without a recorded dtype")
+            self.index += 1
+            if expected.dtype not in _NARROW or not result.is_floating_point():
+                return result
+            narrow = to_numpy(torch.empty((), dtype=expected.dtype)).dtype
+            stored = store(to_numpy(result.to(torch.float64)), narrow, self.mode, self.index)
+            return torch.from_numpy(np.ascontiguousarray(stored)).reshape(result.shape)
+        if isinstance(result, list | tuple) and isinstance(expected, list | tuple):
+            return type(result)(self._stored(r, e) for r, e in zip(result, expected, strict=True))
+        return result

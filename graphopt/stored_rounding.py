@@ -1,0 +1,35 @@
+"""Rounding a float64 result as storing it in the model's narrower dtype does: exactly (round to
+nearest), or with noise, for the float64 evaluations of the numeric check's second opinion
+(``graphopt.float64_check``).
+
+Evaluations come in modes: ``EXACT`` rounds nothing (the answer exact arithmetic gives), ``STORED``
+rounds each value once to its dtype (what ONNX and aten semantics say the model computes), and the
+noisy modes 1..NOISY perturb each value by up to one unit roundoff of its dtype before rounding it
+(Monte Carlo arithmetic): kernels round more than once inside an op (a sum of many terms), and where
+an output is ill-conditioned, how far such legitimate roundings move it is the uncertainty that any
+computation of the model in its own dtypes has.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+EXACT = -1
+STORED = 0
+NOISY = 8
+MODES = (EXACT, STORED, *range(1, NOISY + 1))
+
+
+def store(values: np.ndarray, dtype: np.dtype, mode: int, where: int) -> np.ndarray:
+    """``values`` (float64) as stored in ``dtype`` under ``mode``, as float64; ``where`` numbers the
+    value in its program, so that each gets its own noise, the same in every run of a mode."""
+    if mode == EXACT or np.dtype(dtype) == np.float64:
+        return values
+    values = np.asarray(values, dtype=np.float64)
+    if mode != STORED:
+        rng = np.random.default_rng([mode, where])
+        roundoff = float(ml_dtypes.finfo(dtype).eps) / 2
+        values = values * (1.0 + rng.uniform(-roundoff, roundoff, size=values.shape))
+    with np.errstate(over="ignore", invalid="ignore"):  # (beyond the dtype's top it is infinite, as stored)
+        return values.astype(dtype).astype(np.float64)

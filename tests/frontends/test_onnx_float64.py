@@ -1,0 +1,38 @@
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from graphopt.frontends.onnx_float64 import float64_outputs
+from graphopt.stored_rounding import EXACT, MODES, STORED
+
+
+def _sum_then_square(elem=TensorProto.FLOAT16):
+    """y = (x + r)^2 with x + r stored in ``elem`` (the rounding that ONNX semantics make)."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "r"], ["s"]), helper.make_node("Mul", ["s", "s"], ["y"])],
+        "sum",
+        [helper.make_tensor_value_info("x", elem, [4])],
+        [helper.make_tensor_value_info("y", elem, [4])],
+        [numpy_helper.from_array(np.full(4, 0.3, np.float16), "r")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+def test_each_value_is_stored_in_its_declared_type_or_not_at_all():
+    x = np.full(4, 100.0, np.float16)
+    [runs] = float64_outputs(_sum_then_square(), [{"x": x}], None)
+    assert set(runs) == set(MODES)
+    r = float(np.float16(0.3))
+    np.testing.assert_array_equal(runs[EXACT][0], np.full(4, (100.0 + r) ** 2))
+    stored = float(np.float16(np.float16(100.0 + r) ** 2))  # (100.3125 squared, rounded)
+    np.testing.assert_array_equal(runs[STORED][0], np.full(4, stored))
+    assert runs[STORED][0].dtype == np.float64
+    for mode in MODES[2:]:  # (noise of up to one unit roundoff before each rounding)
+        assert np.all(np.abs(runs[mode][0] - stored) <= 2 * 2.0**-10 * stored)
+
+
+def test_a_model_with_a_subgraph_has_no_float64_evaluation():
+    model = _sum_then_square()
+    branch = helper.make_graph([], "b", [], [helper.make_tensor_value_info("s", TensorProto.FLOAT16, [4])])
+    model.graph.node[1].CopyFrom(helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch))
+    model.graph.input.append(helper.make_tensor_value_info("c", TensorProto.BOOL, []))
+    assert float64_outputs(model, [{"x": np.zeros(4, np.float16), "c": np.array(True)}], None) is None
