@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 import graphopt
-from graphopt.runtime import cuda_graphed, direct_callable, to_device
+from graphopt.runtime.program_calls import cuda_graphed, direct_callable, to_device
 
 from .floors import measure_floors
 from .ort_cuda import ort_cuda_callable
