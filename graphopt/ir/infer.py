@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from .core_types import Dim, GraphError, Shape
 from .dtypes import DType
-from .graph import Dim, GraphError, Node, Shape
 from .ops import BINARY_POINTWISE, UNARY_POINTWISE, Op
+
+if TYPE_CHECKING:
+    from .graph import Node
 
 OutputType = tuple[DType | None, Shape | None]
 
