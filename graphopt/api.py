@@ -227,21 +227,3 @@ def _verify(model, optimized, passes: Sequence[Pass], reference: Reference, seed
         culprit = find_culprit(model, passes, reference)
         verdict["culprit"] = None if culprit is None else culprit.to_json()
     return verdict
-
-
-def check_outputs(
-    source: model_files.Source,
-    optimized: Any,
-    *,
-    seed: int = 0,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    inputs: Inputs | None = None,
-    tolerances: Mapping[Any, Tolerance | tuple[float, float]] | None = None,
-) -> dict[str, Any]:
-    """Runs the original and the optimized model on the same inputs and compares the outputs."""
-    draws = prepare_draws(source.graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
-    reference = Reference.of(source, draws, tolerances)
-    verdict = reference.check(optimized)
-    verdict["inputs"] = reference.describe_inputs()
-    verdict["seed"] = seed
-    return verdict
