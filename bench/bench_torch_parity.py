@@ -36,7 +36,7 @@ from bench.coverage.architectures import LastHiddenState, randomize_norms
 from bench.coverage.recsys import FeatureTower
 from graphopt.benchmark.timing import start_to_finish_us
 from graphopt.ir import DType
-from graphopt.numeric import resolve_tolerances
+from graphopt.verification.numeric import resolve_tolerances
 from models.split_stack import SplitStack, example_input
 
 HIDDEN, LAYERS, HEADS, FFN, VOCAB, SEQ, BATCH = 256, 2, 4, 1024, 1000, 128, 8

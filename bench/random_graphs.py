@@ -6,7 +6,7 @@
 
 For each program: the optimized model computes what the original computes on every draw of the
 numeric check (standard-normal inputs and the adversarial ones: rows with a large common offset,
-large magnitudes, constant rows; graphopt/draws.py), drawn afresh for each program, verify(graph)
+large magnitudes, constant rows; graphopt/verification/draws.py), drawn afresh for each program, verify(graph)
 holds after every pass, and optimizing the optimized model gives the same model
 (models/random_checks.py). The figures (graphs, failures with their seeds and the draw each failed
 on, time, rules exercised, machine, date) go to bench/results/random_graphs_<form>.json; the exit
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from graphopt.draws import random_draws
     from graphopt.ir import DType
+    from graphopt.verification.draws import random_draws
 
     jobs = [(seed, args.form) for seed in range(args.start, args.start + args.count)]
     started = time.perf_counter()

@@ -8,16 +8,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from . import io
-from .checking import Inputs, Reference, prepare_draws
 from .errors import BadInput, VerificationError
+from .files import model_files
 from .gc_pause import collection_paused
 from .ir import op_counts
-from .numeric import Tolerance
+from .ir.traffic import estimate_traffic
 from .pipeline import run_passes, select_passes
 from .report import Report
 from .rewrite import Pass
-from .traffic import estimate_traffic
+from .verification.checking import Inputs, Reference, prepare_draws
+from .verification.numeric import Tolerance
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def optimize(
     With ``measure`` ("cpu" or "cuda") the original and optimized models are also timed there before
     writing, and a model slower beyond the measured noise raises SlowerModel (a VerificationError)
     unless ``force``; with ``keep_paying_passes`` the passes whose removal makes it faster are dropped
-    instead (speed_guard.py). ``report.speed`` holds the figures.
+    instead (verification/speed_guard.py). ``report.speed`` holds the figures.
 
     A .pt2 archive that would unpickle objects (a pickle can run any code) is refused unless
     ``trust_pickle``.
@@ -68,7 +68,7 @@ def optimize(
     from .frontends.pt2_pickles import pickle_trust
 
     if measure is not None:
-        from .speed_guard import check_device
+        from .verification.speed_guard import check_device
 
         check_device(measure)
     elif keep_paying_passes:
@@ -103,13 +103,13 @@ def _optimize(
 ) -> Optimized:
     passes = select_passes(only, skip)
     if output is not None:
-        io.check_output(model, output)
+        model_files.check_output(model, output)
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    source = io.load(model)
+    source = model_files.load(model)
     if output is not None:
-        writes = {"the output": output, "the output's data file": io.data_file(output)}
-        io.refuse_input_files(source, {**writes, **(other_outputs or {})})
+        writes = {"the output": output, "the output's data file": model_files.data_file(output)}
+        model_files.refuse_input_files(source, {**writes, **(other_outputs or {})})
     graph = source.graph
     seconds["load"] = _logged("load", start)
     reference = draws = None
@@ -129,7 +129,7 @@ def _optimize(
     seconds["passes"] = _logged(f"{len(passes)} passes", start)
 
     start = time.perf_counter()
-    optimized = io.to_model(source)
+    optimized = model_files.to_model(source)
     seconds["build"] = _logged(f"build the {source.frontend} model", start)
     ops_after = op_counts(graph)
     written = len(optimized.graph.node) if source.frontend == "onnx" else None
@@ -175,15 +175,15 @@ def _optimize(
         seconds["measure"] = _logged("speed guard", start)
     if output is not None:
         start = time.perf_counter()
-        report.output = str(io.write(optimized, output, source))
+        report.output = str(model_files.write(optimized, output, source))
         seconds["write"] = _logged(f"write {output}", start)
     graph.release()  # freed now by reference counting, not later by a walk of the cycle collector
     return Optimized(optimized, report)
 
 
 def _guard_speed(original, optimized, report, feeds, device, base_dir, rebuild, keep_paying, force):
-    """Times the optimized model against the original; see speed_guard.py."""
-    from .speed_guard import SlowerModel, guard, measure
+    """Times the optimized model against the original; see verification/speed_guard.py."""
+    from .verification.speed_guard import SlowerModel, guard, measure
 
     def time_against(first, second):
         return measure(original if first is None else first, second, feeds, device, base_dir=base_dir)
@@ -222,26 +222,8 @@ def _verify(model, optimized, passes: Sequence[Pass], reference: Reference, seed
     verdict["inputs"] = reference.describe_inputs()
     verdict["seed"] = seed
     if not verdict["ok"] and bisect:
-        from .bisect import bisect as find_culprit
+        from .verification.bisection import bisect as find_culprit
 
         culprit = find_culprit(model, passes, reference)
         verdict["culprit"] = None if culprit is None else culprit.to_json()
-    return verdict
-
-
-def check_outputs(
-    source: io.Source,
-    optimized: Any,
-    *,
-    seed: int = 0,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    inputs: Inputs | None = None,
-    tolerances: Mapping[Any, Tolerance | tuple[float, float]] | None = None,
-) -> dict[str, Any]:
-    """Runs the original and the optimized model on the same inputs and compares the outputs."""
-    draws = prepare_draws(source.graph, inputs=inputs, seed=seed, input_shapes=input_shapes)
-    reference = Reference.of(source, draws, tolerances)
-    verdict = reference.check(optimized)
-    verdict["inputs"] = reference.describe_inputs()
-    verdict["seed"] = seed
     return verdict

@@ -2,7 +2,7 @@
 
 * the optimized model computes what the original computes (the numeric check of ``optimize``, on
   each of its draws: standard-normal inputs, rows with a large common offset, large magnitudes and
-  constant rows; see graphopt/draws.py), and ``verify(graph)`` holds after every pass
+  constant rows; see graphopt/verification/draws.py), and ``verify(graph)`` holds after every pass
   (``check_each_pass``);
 * optimizing the optimized model gives the same model again (the same ops, attributes included).
 """

@@ -46,7 +46,7 @@ def optimize_checked(model, **options):
 
 
 def run_onnx(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    from graphopt.runners import run_onnx as run
+    from graphopt.runtime.runners import run_onnx as run
 
     return run(model, feeds)[1]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import graphopt
-from graphopt import io
+from graphopt.files import model_files
 
 from .ort_fusions import graphopt_norms
 
@@ -63,7 +63,7 @@ def optimize_file(path: Path, output: Path) -> dict[str, Any]:
         "pass_seconds": round(data["seconds"].get("passes", 0.0), 3),
         "max_abs_error": max((o.get("max_abs", 0.0) for o in verification.get("outputs", [])), default=None),
         "verification": verification.get("summary"),
-        "norms": graphopt_norms(data["ops"]["after"], io.load(output).graph, report.rule_counts),
+        "norms": graphopt_norms(data["ops"]["after"], model_files.load(output).graph, report.rule_counts),
         "ops_after": data["ops"]["after"],
     }
 

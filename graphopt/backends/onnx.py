@@ -7,7 +7,7 @@ import functools
 import onnx
 from onnx import helper, numpy_helper
 
-from ..frontends.onnx import _attribute_graphs, _captured_names
+from ..frontends.onnx_subgraphs import attribute_graphs, captured_names
 from ..fused.spec import DOMAIN as FUSED_DOMAIN
 from ..ir import Graph, Node, Value
 from .onnx_emit import Emitter
@@ -167,7 +167,7 @@ def _verbatim(node: Node) -> onnx.NodeProto:
     inputs = ["" if v is None else v.name for v in read[:explicit]]
     outputs = ["" if i in omitted else v.name for i, v in enumerate(node.outputs)]
     captured_now = [v.name for v in read[explicit:]]
-    captured_then = _captured_names(proto) if captured_now else []
+    captured_then = captured_names(proto) if captured_now else []
     # (a protobuf repeated field compares equal to a list of the same items)
     if inputs == proto.input and outputs == proto.output and captured_now == captured_then:
         return proto
@@ -180,7 +180,7 @@ def _verbatim(node: Node) -> onnx.NodeProto:
     renames = {a: b for a, b in zip(captured_then, captured_now, strict=True) if a != b}
     if renames:
         for attribute in copy.attribute:
-            for sub in _attribute_graphs(attribute):
+            for sub in attribute_graphs(attribute):
                 _rename_reads(sub, renames)
     return copy
 
@@ -192,7 +192,7 @@ def _rename_reads(graph: onnx.GraphProto, renames: dict[str, str]) -> None:
             if name in renames:
                 node.input[i] = renames[name]
         for attribute in node.attribute:
-            for sub in _attribute_graphs(attribute):
+            for sub in attribute_graphs(attribute):
                 _rename_reads(sub, renames)
     for output in graph.output:
         if output.name in renames:

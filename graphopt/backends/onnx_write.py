@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ..fsutil import temp_beside
+from ..files.atomic import temp_beside
 
 # Tensors smaller than this stay inside the protobuf, as onnx.save does.
 EXTERNAL_THRESHOLD = 1024

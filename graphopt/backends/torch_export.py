@@ -19,9 +19,9 @@ from torch import fx
 from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputSpec
 from torch.fx.node import map_aggregate
 
+from ..files.atomic import atomic_target
 from ..frontends.fx_source import FxGroup, PlaceholderSource, Ref
 from ..frontends.torch_state import detached_state
-from ..fsutil import atomic_target
 from ..ir import Graph, GraphError
 from .aten_emit import emit
 from .fx_build import FxBuilder

@@ -70,7 +70,7 @@ def _ort_call(model, feeds: dict[str, np.ndarray], device: str, cuda_graph: bool
         tensors = {k: torch.from_numpy(v).cuda() for k, v in feeds.items()}
         call = ort_cuda_callable(model, tensors, cuda_graph=cuda_graph, with_library=True)
         return lambda: call()
-    from graphopt.runners import onnx_session
+    from graphopt.runtime.runners import onnx_session
 
     session = onnx_session(model)
     wanted = {i.name for i in session.get_inputs()}
@@ -87,13 +87,13 @@ def _torch_call(
     from graphopt.frontends.torch_export import call_arguments
 
     if device == "cuda":
-        from graphopt.runtime import to_device
+        from graphopt.runtime.program_calls import to_device
 
         program = to_device(program, "cuda")
     tensors = {name: to_torch(array).to(device) for name, array in feeds.items()}
     args, kwargs = call_arguments(program, tensors)
     if direct or graphed:
-        from graphopt.runtime import cuda_graphed, direct_callable
+        from graphopt.runtime.program_calls import cuda_graphed, direct_callable
 
         function = direct_callable(program)
         if graphed:

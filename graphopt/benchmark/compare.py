@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 import graphopt
-from graphopt.runtime import cuda_graphed, direct_callable, to_device
+from graphopt.frontends.torch_export import user_input_names
+from graphopt.runtime.program_calls import cuda_graphed, direct_callable, to_device
 
 from .floors import measure_floors
 from .ort_cuda import ort_cuda_callable
@@ -43,19 +44,13 @@ def user_inputs(program: torch.export.ExportedProgram, seed: int = 0) -> list[to
     generator = torch.Generator(device="cpu").manual_seed(seed)
     tensors = []
     for node in program.graph.nodes:
-        if node.op != "placeholder" or node.name not in _user_input_names(program):
+        if node.op != "placeholder" or node.name not in user_input_names(program):
             continue
         value = node.meta["val"]
         shape = [int(d) if isinstance(d, int) else int(d.node.hint or 2) for d in value.shape]
         tensor = torch.randn(shape, generator=generator, dtype=torch.float32).to(value.dtype)
         tensors.append(tensor.cuda())
     return tensors
-
-
-def _user_input_names(program) -> list[str]:
-    from torch.export.graph_signature import InputKind
-
-    return [s.arg.name for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
 
 
 @contextlib.contextmanager

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from graphopt import io
 from graphopt.errors import BadInput
+from graphopt.files import model_files
 from graphopt.ir import Graph, Op, Value, constant_of
-from graphopt.numeric import input_specs
+from graphopt.verification.numeric import input_specs
 
 SMALL_INTEGERS = 2
 
@@ -23,7 +23,7 @@ def model_feeds(
     model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None, seed: int = 0
 ) -> dict[str, np.ndarray]:
     """Arrays by input name for ``model`` (.onnx/.pt2 path, ModelProto or ExportedProgram)."""
-    graph = io.load(model).graph
+    graph = model_files.load(model).graph
     try:
         specs = input_specs(graph, input_shapes)
     except ValueError as error:

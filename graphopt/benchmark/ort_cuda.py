@@ -79,7 +79,7 @@ def _output_buffers(model: onnx.ModelProto, inputs: dict[str, torch.Tensor]) -> 
         shapes.append(([d.dim_value for d in dims], dtype))
     else:
         return [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in shapes]
-    from graphopt.runners import onnx_session
+    from graphopt.runtime.runners import onnx_session
 
     feeds = {name: t.detach().cpu().numpy() for name, t in inputs.items()}
     results = onnx_session(model).run(None, feeds)

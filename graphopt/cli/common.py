@@ -111,7 +111,7 @@ def input_shapes(values: list[str] | None) -> dict[str, list[int]]:
 
 def tolerances(values: list[str] | None) -> dict:
     """``--tolerance float16=1e-2,1e-3`` → the numeric check's tolerances by dtype."""
-    from ..numeric import parse_tolerance
+    from ..verification.numeric import parse_tolerance
 
     found = {}
     for value in values or []:
@@ -126,7 +126,7 @@ def check_report_path(path: Path | None, *others: Path | None) -> None:
     """Refuses, before any work, a --report-json path that cannot be written or names another output."""
     if path is None or str(path) == STDOUT:
         return
-    from ..fsutil import check_writable
+    from ..files.atomic import check_writable
 
     check_writable(path, "--report-json")
     for other in others:
@@ -141,6 +141,6 @@ def write_json(path: Path, data: Any) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    from ..fsutil import write_text_atomic
+    from ..files.atomic import write_text_atomic
 
     write_text_atomic(path, text)

@@ -76,7 +76,7 @@ def optimize(
     """Optimize MODEL and write the result beside it (never over it)."""
     from ..api import optimize as run_optimize
     from ..errors import VerificationError
-    from ..io import data_file, default_output
+    from ..files.model_files import data_file, default_output
 
     chosen = level(ctx, verbose, quiet)
     json_on_stdout = report_json is not None and str(report_json) == STDOUT

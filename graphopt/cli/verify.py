@@ -50,7 +50,7 @@ def verify(
     quiet: Quiet = False,
 ) -> None:
     """Check that OPTIMIZED computes what ORIGINAL computes (exit 0), or show where not (exit 1)."""
-    from ..compare import verify_models
+    from ..verification.compare import verify_models
 
     chosen = level(ctx, verbose, quiet)
     tables = console(stderr=report_json is not None and str(report_json) == STDOUT)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from ..errors import BadInput
 from ..ir import DType, Graph, GraphError, Op, Shape, Tensor, Value, opaque_name
@@ -16,6 +15,8 @@ from .onnx_evaluate import evaluate_onnx_node
 from .onnx_ops import translate
 from .onnx_read import check_external_data, check_model_proto
 from .onnx_runtime_ops import runtime_only_nodes, unchecked
+from .onnx_subgraphs import captured_names, has_subgraphs, names_inside
+from .onnx_tensors import external_value, lazy_tensor, sparse_tensor
 from .onnx_upgrade import is_too_old, upgrade_old_opset
 
 log = logging.getLogger(__name__)
@@ -62,9 +63,9 @@ def from_onnx(
             graph.meta["carry_through"] = upgrade_note
     # Each field of a NodeProto read through the protobuf API costs a wrapper: each is read once, here.
     protos = list(onnx_graph.node)
-    nested = [_has_subgraphs(node) for node in protos]
+    nested = [has_subgraphs(node) for node in protos]
     for node in itertools.compress(protos, nested):
-        for name in _names_inside(node):
+        for name in names_inside(node):
             graph.reserve_name(name)
     scope: dict[str, Value] = {}
     initializers = {t.name: t for t in onnx_graph.initializer}
@@ -76,16 +77,16 @@ def from_onnx(
             value.meta["onnx_initializer"] = initializers.pop(info.name)
         scope[info.name] = value
     for name, tensor in initializers.items():
-        value = graph.add_constant(_lazy_tensor(tensor, base), name)
+        value = graph.add_constant(lazy_tensor(tensor, base), name)
         if value.name != name:
             raise BadInput(f"{where}: initializer {name!r} is defined twice; expected unique value names")
         scope[name] = value
     for sparse in onnx_graph.sparse_initializer:
-        dense = _sparse_tensor(sparse)
+        dense = sparse_tensor(sparse)
         scope[sparse.values.name] = graph.add_constant(dense, sparse.values.name)
     # (None: every node carried verbatim, in a model too old to upgrade)
     opset = None if "carry_through" in graph.meta else graph.meta["opset"].get("", 0)
-    captured = [_captured_names(node) if inner else [] for node, inner in zip(protos, nested, strict=True)]
+    captured = [captured_names(node) if inner else [] for node, inner in zip(protos, nested, strict=True)]
     inputs = [list(node.input) for node in protos]
     outputs = [list(node.output) for node in protos]
     declared = {info.name for info in (*onnx_graph.value_info, *onnx_graph.output)}
@@ -131,9 +132,9 @@ def _add_node(
     base: Path | None,
 ) -> None:
     """Adds the node for ``proto``; ``names``: its input, output and captured value names."""
-    external = _external_value(proto) if opset is not None else None
+    external = external_value(proto) if opset is not None else None
     if external is not None:  # (read from its file when a pass needs it, as an initializer would be)
-        translated = Op.CONSTANT, {"value": _lazy_tensor(external, base)}
+        translated = Op.CONSTANT, {"value": lazy_tensor(external, base)}
         graph.meta["external_constants"] = True
     else:
         try:  # (a model too old to upgrade is carried as it is: its ops read differently)
@@ -307,61 +308,6 @@ def _already_sorted(
     return True
 
 
-def _has_subgraphs(node: onnx.NodeProto) -> bool:
-    """Whether an attribute of the node holds a graph (If/Loop/Scan bodies)."""
-    attributes = node.attribute
-    return bool(attributes) and any(a.type in _GRAPH_TYPES for a in attributes)
-
-
-_GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-
-
-def _captured_names(node: onnx.NodeProto) -> list[str]:
-    """Outer values that the node's subgraphs read by name (If/Loop/Scan bodies)."""
-    if not _has_subgraphs(node):
-        return []
-    names: dict[str, None] = {}
-    for attribute in node.attribute:
-        for sub in _attribute_graphs(attribute):
-            _free_names(sub, set(), names)
-    return list(names)
-
-
-def _free_names(graph: onnx.GraphProto, outer: set[str], free: dict[str, None]) -> None:
-    bound = set(outer)
-    bound.update(i.name for i in graph.input)
-    bound.update(t.name for t in graph.initializer)
-    for node in graph.node:
-        for name in node.input:
-            if name and name not in bound:
-                free[name] = None
-        for attribute in node.attribute:
-            for sub in _attribute_graphs(attribute):
-                _free_names(sub, bound, free)
-        bound.update(node.output)
-    for output in graph.output:
-        if output.name not in bound:
-            free[output.name] = None
-
-
-def _attribute_graphs(attribute: onnx.AttributeProto):
-    if attribute.type == onnx.AttributeProto.GRAPH:
-        yield attribute.g
-    elif attribute.type == onnx.AttributeProto.GRAPHS:
-        yield from attribute.graphs
-
-
-def _names_inside(node: onnx.NodeProto):
-    """The value names defined inside the node's subgraphs, at any depth."""
-    for attribute in node.attribute:
-        for sub in _attribute_graphs(attribute):
-            yield from (i.name for i in sub.input)
-            yield from (t.name for t in sub.initializer)
-            for inner in sub.node:
-                yield from inner.output
-                yield from _names_inside(inner)
-
-
 def _value_type(type_proto: onnx.TypeProto) -> tuple[DType | None, Shape | None]:
     tensor = type_proto.tensor_type
     dtype = DType.from_onnx(tensor.elem_type)
@@ -426,42 +372,3 @@ def _is_small(tensor: onnx.TensorProto) -> bool:
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         return False
     return int(np.prod(tensor.dims, dtype=np.int64)) <= 64
-
-
-def _external_value(proto: onnx.NodeProto) -> onnx.TensorProto | None:
-    """The tensor of a Constant node that keeps it in an external file (checked by onnx_read like the
-    initializers' files), or None."""
-    if proto.op_type != "Constant" or proto.domain not in ("", "ai.onnx"):
-        return None
-    for attribute in proto.attribute:
-        if attribute.name == "value" and attribute.type == onnx.AttributeProto.TENSOR:
-            return attribute.t if attribute.t.data_location == onnx.TensorProto.EXTERNAL else None
-    return None
-
-
-def _lazy_tensor(proto: onnx.TensorProto, base: Path | None) -> Tensor:
-    dtype = DType.from_onnx(proto.data_type)
-    if dtype is None:
-        raise BadInput(
-            f"initializer {proto.name!r} has element type {proto.data_type}, which graphopt does not know"
-        )
-    shape = tuple(proto.dims)
-    if proto.data_location == onnx.TensorProto.EXTERNAL:
-        info = {entry.key: entry.value for entry in proto.external_data}
-        if base is None:
-            raise BadInput(
-                f"tensor {proto.name!r} keeps its data in an external file; load the model from its path"
-            )
-        file, offset = base / info["location"], int(info.get("offset", 0))
-
-        def load() -> np.ndarray:
-            count = int(np.prod(shape, dtype=np.int64))
-            return np.memmap(file, dtype=dtype.numpy, mode="r", offset=offset, shape=(count,))
-
-        return Tensor(dtype, shape, loader=load, source=proto)
-    return Tensor(dtype, shape, loader=lambda: numpy_helper.to_array(proto), source=proto)
-
-
-def _sparse_tensor(sparse: onnx.SparseTensorProto) -> Tensor:
-    dtype = DType.from_onnx(sparse.values.data_type)
-    return Tensor(dtype, tuple(sparse.dims), loader=lambda: numpy_helper.to_array(sparse), source=sparse)

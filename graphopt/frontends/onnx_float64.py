@@ -5,7 +5,7 @@ inside each op (a sum of many float32 terms, a vectorized tanh that rounds one l
 op runs in float64 on float64 copies of its inputs (ONNX's reference evaluator), and its result is
 stored in its declared type under one of ``stored_rounding``'s modes (not rounded, rounded, rounded
 with noise). The numeric check asks it when the optimized model and the original disagree
-(``graphopt.float64_check``).
+(``graphopt.verification.float64_check``).
 
 Models it cannot evaluate this way give None: subgraphs (If, Loop, Scan), a value whose type shape
 inference cannot tell, weights beyond ``MAX_WEIGHT_BYTES``, an op the reference evaluator lacks.
@@ -23,7 +23,7 @@ from onnx import TensorProto, numpy_helper
 from onnx.reference.op_run import OpRun
 
 from ..ir import DType
-from ..stored_rounding import MODES, store
+from ..verification.stored_rounding import MODES, store
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@
 The torch counterpart of ``onnx_float64``: every call runs on float64 copies of its inputs (state and
 user inputs alike), and each floating result is stored in the dtype its ``meta["val"]`` records under
 one of ``stored_rounding``'s modes (not rounded, rounded, rounded with noise). The numeric check
-asks it when the optimized program and the original disagree (``graphopt.float64_check``). Programs
-it cannot evaluate so give None (an op without a float64 kernel, a reinterpretation of bits, an
-in-place write, a result of unknown dtype).
+asks it when the optimized program and the original disagree
+(``graphopt.verification.float64_check``). Programs it cannot evaluate so give None (an op without
+a float64 kernel, a reinterpretation of bits, an in-place write, a result of unknown dtype).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from torch import fx
 from torch.export.graph_signature import InputKind, OutputKind
 
-from ..stored_rounding import MODES, store
+from ..verification.stored_rounding import MODES, store
 from .torch_arrays import to_numpy, to_torch
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,8 @@
 """The graph IR shared by every frontend, pass and backend."""
 
+from .core_types import Dim, GraphError, Shape
 from .dtypes import DType
-from .graph import Dim, Graph, GraphError, Node, Shape, Use, Value, constant_of
+from .graph import Graph, Node, Use, Value, constant_of
 from .infer import broadcast, infer_outputs, normalize_axis
 from .ops import Op, is_canonical, opaque_name
 from .printer import format_graph, format_node, op_counts

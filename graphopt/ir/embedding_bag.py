@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .graph import Node
-
 if TYPE_CHECKING:
+    from .graph import Node
     from .infer import OutputType
 
 MODES = ("sum", "mean")

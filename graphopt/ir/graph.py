@@ -12,15 +12,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+from .core_types import GraphError, Shape
 from .dtypes import DType
+from .infer import infer_outputs
 from .tensor import Tensor
-
-Dim = int | str | None
-Shape = tuple[Dim, ...]
-
-
-class GraphError(ValueError):
-    """The graph breaks an invariant (a cycle, an undefined value, a bad edit)."""
 
 
 class Use(NamedTuple):
@@ -194,8 +189,6 @@ class Graph:
         node = Node(op, inputs, attrs or {}, name or f"{op}_{next(self._counter)}")
         node.seq = next(self._counter)
         if outputs is None or isinstance(outputs, int):
-            from .infer import infer_outputs  # the inference table imports this module
-
             inferred = infer_outputs(node)
             if isinstance(outputs, int) and len(inferred) != outputs:
                 raise GraphError(f"{node.op} infers {len(inferred)} outputs, {outputs} requested")

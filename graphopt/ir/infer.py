@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from graphopt.fused.registry import by_ir_op
 from graphopt.fused.spec import FusedOp
 
 from . import embedding_bag
+from .core_types import Dim, GraphError, Shape
 from .dtypes import DType
-from .graph import Dim, GraphError, Node, Shape
 from .ops import BINARY_POINTWISE, UNARY_POINTWISE, Op
+
+if TYPE_CHECKING:
+    from .graph import Node
 
 OutputType = tuple[DType | None, Shape | None]
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .graph import Graph, GraphError, Node, Shape, Use, Value
+from .core_types import GraphError, Shape
+from .graph import Graph, Node, Use, Value
 from .infer import infer_outputs
 from .ops import is_canonical
 

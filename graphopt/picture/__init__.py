@@ -46,9 +46,9 @@ def render(
     the numeric check) the picture shows what the optimizer changed. ``trust_pickle``: load .pt2
     archives that would unpickle objects.
     """
-    from .. import io
+    from ..files import model_files
+    from ..files.atomic import atomic_target, check_writable
     from ..frontends.pt2_pickles import pickle_trust
-    from ..fsutil import atomic_target, check_writable
 
     output = Path(output)
     fmt = output.suffix.lower().lstrip(".")
@@ -57,20 +57,20 @@ def render(
     check_writable(output, "the picture")
     draw = _engine(engine)
     with pickle_trust(trust_pickle):
-        source = io.load(model)
-        other = io.load(optimized) if optimized is not None else None
+        source = model_files.load(model)
+        other = model_files.load(optimized) if optimized is not None else None
     before = None
     names = (source.label, source.label)
     for loaded in (source, other):
         if loaded is not None:
-            io.refuse_input_files(loaded, {"the picture": output})
+            model_files.refuse_input_files(loaded, {"the picture": output})
     if other is not None:
         before, after, names = source.graph, other.graph, (source.label, other.label)
     elif optimize:
         from ..pipeline import PIPELINE, run_passes
 
         with pickle_trust(trust_pickle):
-            before, after = source.graph, io.load(model).graph
+            before, after = source.graph, model_files.load(model).graph
         run_passes(after, PIPELINE)
         names = (source.label, "optimized")
     else:

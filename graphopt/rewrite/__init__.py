@@ -1,16 +1,13 @@
 """Rules (pattern, check, replace), the driver that applies them, and passes."""
 
+from .budget import RewriteBudget, count_rewrite, may_rewrite, rewrite_budget
 from .driver import (
     NearMiss,
-    RewriteBudget,
     RewriteStats,
     apply_rules,
-    count_rewrite,
     erase_dead,
     external_use,
-    may_rewrite,
     replace_value,
-    rewrite_budget,
     rewrite_match,
 )
 from .pass_definition import Pass, rewrite_pass

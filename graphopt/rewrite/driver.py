@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from ..ir import Graph, GraphError, Node, Value, record_origins
 from ..ir.provenance import has_origins
+from .budget import count_rewrite, may_rewrite
 from .origin import note_origin
 from .pattern import Match, NodePattern, match
 from .rule import Builder, Decline, Fail, InPlace, Rule
@@ -38,46 +37,6 @@ class RewriteStats:
         self.counts.update(other.counts)
         seen = set(self.near_misses)
         self.near_misses.extend(m for m in other.near_misses if m not in seen)
-
-
-@dataclass
-class RewriteBudget:
-    """At most ``limit`` rewrites while it is active, and which one was done last.
-
-    Bisection replays a pass up to its n-th rewrite to find the one that changed the outputs; a pass
-    that rewrites outside ``apply_rules`` takes part by asking ``may_rewrite`` and calling
-    ``count_rewrite``.
-    """
-
-    limit: float
-    done: int = 0
-    last: tuple[str, str] | None = None  # (rule, root node) of the latest rewrite
-
-
-_budget: ContextVar[RewriteBudget | None] = ContextVar("rewrite_budget", default=None)
-
-
-@contextlib.contextmanager
-def rewrite_budget(limit: float = float("inf")) -> Iterator[RewriteBudget]:
-    """Limits (and counts) the rewrites done inside the ``with`` block."""
-    budget = RewriteBudget(limit)
-    token = _budget.set(budget)
-    try:
-        yield budget
-    finally:
-        _budget.reset(token)
-
-
-def may_rewrite() -> bool:
-    budget = _budget.get()
-    return budget is None or budget.done < budget.limit
-
-
-def count_rewrite(rule: str, node: str) -> None:
-    budget = _budget.get()
-    if budget is not None:
-        budget.done += 1
-        budget.last = (rule, node)
 
 
 def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = False) -> RewriteStats:

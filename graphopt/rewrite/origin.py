@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..ir import Graph, GraphError, Node, Value
+from .budget import count_rewrite, may_rewrite
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def note_origin(
     for node in erased:
         inner: Origin | None = node.meta.get(ORIGIN)
         if inner is not None and all(c.graph is None for c in inner.created):
-            _absorb(origin, node, inner)
+            _absorb(origin, inner)
         else:
             origin.nodes.append(node)
     for old, new in pairs:
@@ -81,7 +82,7 @@ def note_origin(
         node.meta[ORIGIN] = origin
 
 
-def _absorb(origin: Origin, recognized: Node, inner: Origin) -> None:
+def _absorb(origin: Origin, inner: Origin) -> None:
     """Takes in the origin of a recognized node that this rewrite replaces in turn."""
     origin.nodes += inner.nodes
     origin.aliases.update(inner.aliases)
@@ -141,8 +142,6 @@ def _owned(graph: Graph, value: Value) -> bool:
 def restore_unfused(graph: Graph) -> tuple[dict[str, int], list[tuple[str, str]]]:
     """Gives back every recognized op still in the graph: counts by op, and (node, reason) for those
     that had to stay."""
-    from .driver import count_rewrite, may_rewrite
-
     counts: dict[str, int] = {}
     kept: list[tuple[str, str]] = []
     done: set[int] = set()

@@ -20,7 +20,7 @@ from ..ir import Node, Op, Value, constant_of
 from ..ir.ops import COMMUTATIVE
 from .scalars import holds_number, scalar_operand
 
-_OPS_BY_NAME = {name.lower(): value for name, value in vars(Op).items() if name.isupper()}
+OPS_BY_NAME = {name.lower(): value for name, value in vars(Op).items() if name.isupper()}
 
 
 class Var:
@@ -81,9 +81,9 @@ class NodePattern:
 
 class _OpBuilder:
     def __getattr__(self, name: str) -> Callable[..., NodePattern]:
-        if name not in _OPS_BY_NAME:
+        if name not in OPS_BY_NAME:
             raise AttributeError(f"no canonical op named {name!r}")
-        return self.any_of(_OPS_BY_NAME[name])
+        return self.any_of(OPS_BY_NAME[name])
 
     @staticmethod
     def any_of(*ops: str) -> Callable[..., NodePattern]:

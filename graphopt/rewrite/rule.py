@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import DType, Graph, Node, Tensor, Value, record_origins
-from .pattern import _OPS_BY_NAME, Match, NodePattern, build_pattern
+from .pattern import OPS_BY_NAME, Match, NodePattern, build_pattern
 
 
 @dataclass(frozen=True)
@@ -106,11 +106,11 @@ class Builder:
         return value
 
     def __getattr__(self, name: str) -> Callable[..., Value | tuple[Value, ...]]:
-        if name not in _OPS_BY_NAME:
+        if name not in OPS_BY_NAME:
             raise AttributeError(f"no canonical op named {name!r}")
 
         def build(*inputs: Value | None, **attrs: Any) -> Value | tuple[Value, ...]:
-            node = self.node(_OPS_BY_NAME[name], *inputs, **attrs)
+            node = self.node(OPS_BY_NAME[name], *inputs, **attrs)
             return node.output if len(node.outputs) == 1 else tuple(node.outputs)
 
         return build

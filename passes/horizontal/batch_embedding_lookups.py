@@ -26,8 +26,16 @@ import numpy as np
 
 from graphopt.ir import DType, Graph, Node, Op, Tensor, Value, constant_of, opaque_name
 from graphopt.ir.ops import VIEWS
-from graphopt.rewrite import Builder, Fail, NearMiss, Pass, RewriteStats
-from graphopt.rewrite.driver import count_rewrite, may_rewrite, replace_value
+from graphopt.rewrite import (
+    Builder,
+    Fail,
+    NearMiss,
+    Pass,
+    RewriteStats,
+    count_rewrite,
+    may_rewrite,
+    replace_value,
+)
 from graphopt.rewrite.reachability import depends_on
 
 from .batching.chains import Chain, first_difference, members, signature, trace_chain

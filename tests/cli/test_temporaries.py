@@ -11,7 +11,7 @@ from pathlib import Path
 from cli_run import graphopt
 from written_files import external_weights_model
 
-from graphopt.fsutil import remove_stale_temporaries
+from graphopt.files.atomic import remove_stale_temporaries
 
 # Runs the command line with a signal sent to itself once the model's bytes are written to their
 # temporary file (at the fsync before the rename; --no-verify: the check has nothing to sync).
@@ -74,7 +74,7 @@ def test_only_temporaries_of_dead_processes_on_this_host_are_removed(tmp_path):
 
 
 def test_temporaries_are_named_for_their_process(tmp_path):
-    from graphopt.fsutil import temp_beside
+    from graphopt.files.atomic import temp_beside
 
     temp = temp_beside(tmp_path / "m.onnx")
     assert temp.parent == tmp_path and temp.name.startswith(f".m.onnx.graphopt-{os.getpid()}-")

@@ -2,7 +2,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from graphopt.frontends.onnx_float64 import float64_outputs
-from graphopt.stored_rounding import EXACT, MODES, STORED
+from graphopt.verification.stored_rounding import EXACT, MODES, STORED
 
 
 def _sum_then_square(elem=TensorProto.FLOAT16):

@@ -2,9 +2,9 @@ import numpy as np
 import onnx
 import pytest
 
-from graphopt import io as model_io
+from graphopt.files import model_files as model_io
 from graphopt.ir import verify
-from graphopt.runners import run_onnx
+from graphopt.runtime.runners import run_onnx
 from models import zoo
 
 ENTRIES = [entry.name for entry in zoo.onnx_models()]

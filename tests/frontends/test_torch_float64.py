@@ -2,7 +2,7 @@ import numpy as np
 import torch
 
 from graphopt.frontends.torch_float64 import float64_outputs
-from graphopt.stored_rounding import EXACT, MODES, STORED
+from graphopt.verification.stored_rounding import EXACT, MODES, STORED
 
 
 class SumThenSquare(torch.nn.Module):

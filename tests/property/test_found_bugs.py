@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import graphopt
 from graphopt.frontends.onnx_ops import attributes
-from graphopt.runners import run_onnx
+from graphopt.runtime.runners import run_onnx
 from models.random_checks import check_program, ops, optimize_checked
 from models.random_program import SeededChoices, draw_program
 

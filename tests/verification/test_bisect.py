@@ -5,8 +5,8 @@ from broken_pass import PASS_NAME, RULE, TanhChain, tanh_chain
 
 import graphopt
 from graphopt import VerificationError
-from graphopt.bisect import Culprit, _first_true
 from graphopt.rewrite import Pass, RewriteStats
+from graphopt.verification.bisection import Culprit, _first_true
 
 EXPECTED = f"rule {RULE} at node 't3' (pass {PASS_NAME}, rewrite 3 of 5)"
 

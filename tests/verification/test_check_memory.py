@@ -3,8 +3,8 @@
 import pytest
 
 import graphopt
-from graphopt import checking
 from graphopt.errors import BadInput
+from graphopt.verification import checking
 
 SEED_MODEL = "models/split_stack.onnx"
 

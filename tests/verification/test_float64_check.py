@@ -5,11 +5,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from graphopt import io
-from graphopt.checking import Reference
-from graphopt.draws import Draw
-from graphopt.float64_check import rejudge
-from graphopt.numeric import DEFAULT_TOLERANCES, compare
-from graphopt.stored_rounding import EXACT, STORED
+from graphopt.verification.checking import Reference
+from graphopt.verification.draws import Draw
+from graphopt.verification.float64_check import rejudge
+from graphopt.verification.numeric import DEFAULT_TOLERANCES, compare
+from graphopt.verification.stored_rounding import EXACT, STORED
 from models.random_checks import check_program
 from models.random_program import SeededChoices, draw_program
 

@@ -4,7 +4,7 @@ from broken_pass import tanh_chain
 
 from graphopt.errors import BadInput
 from graphopt.frontends.onnx import from_onnx
-from graphopt.npz_inputs import feeds_from_arrays, load_npz
+from graphopt.verification.npz_inputs import feeds_from_arrays, load_npz
 
 
 def _two_input_graph():

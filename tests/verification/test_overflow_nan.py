@@ -6,10 +6,10 @@ import onnx
 from onnx import TensorProto, helper
 
 import graphopt
-from graphopt.draws import random_draws
 from graphopt.ir import DType
-from graphopt.numeric import Tolerance, compare
-from graphopt.runners import run_onnx_many
+from graphopt.runtime.runners import run_onnx_many
+from graphopt.verification.draws import random_draws
+from graphopt.verification.numeric import Tolerance, compare
 
 TOLERANCES = {DType.FLOAT32: Tolerance(1e-5, 1e-6)}
 

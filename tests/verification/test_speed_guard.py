@@ -11,7 +11,7 @@ from slowing_pass import PASS_NAME, SLOWING_PASS
 
 import graphopt as api
 from graphopt import pipeline
-from graphopt.speed_guard import SlowerModel, SpeedCheck
+from graphopt.verification.speed_guard import SlowerModel, SpeedCheck
 from models.onnx_export import export_torchscript
 from models.split_stack import SplitStack
 

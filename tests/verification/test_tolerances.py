@@ -2,7 +2,13 @@ import numpy as np
 import pytest
 
 from graphopt.ir import DType
-from graphopt.numeric import DEFAULT_TOLERANCES, Tolerance, compare, parse_tolerance, resolve_tolerances
+from graphopt.verification.numeric import (
+    DEFAULT_TOLERANCES,
+    Tolerance,
+    compare,
+    parse_tolerance,
+    resolve_tolerances,
+)
 
 
 def test_parse_one_dtype_or_all():

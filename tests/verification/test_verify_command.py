@@ -7,8 +7,8 @@ import torch
 from broken_pass import TanhChain, tanh_chain
 from cli_run import assert_bad_input, graphopt, graphopt_process
 
-from graphopt.compare import verify_models
 from graphopt.errors import BadInput
+from graphopt.verification.compare import verify_models
 
 
 def _save(model, path):

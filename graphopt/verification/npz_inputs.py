@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import BadInput
-from .ir import DType, Graph
+from ..errors import BadInput
+from ..ir import DType, Graph
 
 EXPECTED = "expected a .npz file written by numpy.savez with one array per graph input"
 

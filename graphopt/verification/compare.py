@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import BadInput
+from ..errors import BadInput
 
 if TYPE_CHECKING:  # (the CLI imports this module at start-up; the model libraries load on use)
-    from . import io
+    from ..files import model_files
     from .checking import Inputs
 
 
@@ -32,15 +32,15 @@ def verify_models(
     """The verdict (JSON-ready) of comparing two model files of one kind; BadInput if they are not
     usable or not comparable. ``trust_pickle``: load .pt2 archives that would unpickle objects.
     ``other_outputs``: files the caller will write, refused if either model reads them."""
-    from . import io
+    from ..files import model_files
+    from ..frontends.pt2_pickles import pickle_trust
     from .checking import Reference, prepare_draws
-    from .frontends.pt2_pickles import pickle_trust
 
     with pickle_trust(trust_pickle):
-        first = io.load(original)
-        second = io.load(optimized)
+        first = model_files.load(original)
+        second = model_files.load(optimized)
     for source in (first, second):
-        io.refuse_input_files(source, dict(other_outputs or {}))
+        model_files.refuse_input_files(source, dict(other_outputs or {}))
     if first.frontend != second.frontend:
         kinds = {"onnx": "an ONNX model", "torch": "a torch.export archive"}
         raise BadInput(
@@ -60,7 +60,7 @@ def verify_models(
     return verdict
 
 
-def _check_interfaces(first: io.Source, second: io.Source) -> None:
+def _check_interfaces(first: model_files.Source, second: model_files.Source) -> None:
     want = {v.name: v.dtype for v in first.graph.inputs}
     got = {v.name: v.dtype for v in second.graph.inputs}
     if set(want) != set(got):

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import OutputError
+from ..errors import OutputError
 
 _TAG = "graphopt"
 _STALE = re.compile(rf"^\..+\.{_TAG}-(?P<pid>\d+)-(?P<host>[A-Za-z0-9-]*)-[0-9a-f]{{8}}\.tmp$")

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import BadInput, VerificationError
+from ..errors import BadInput, VerificationError
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def _runner(model: Any, device: str):
 
 
 def _onnx_cpu_call(model, feeds, base_dir):
-    from .runners import onnx_session
+    from ..runtime.runners import onnx_session
 
     session = onnx_session(model, base_dir)  # (every ONNX Runtime optimization on, as users run it)
     wanted = {i.name for i in session.get_inputs()}
@@ -149,13 +149,13 @@ def _torch_call(device: str):
     def make(program, feeds, base_dir):
         import torch
 
-        from .frontends.torch_arrays import to_torch
-        from .frontends.torch_export import call_arguments
+        from ..frontends.torch_arrays import to_torch
+        from ..frontends.torch_export import call_arguments
 
         if device == "cuda":
             if not torch.cuda.is_available():
                 raise BadInput("--measure cuda: PyTorch finds no CUDA device here")
-            from .runtime import to_device
+            from ..runtime.program_calls import to_device
 
             program = to_device(program, "cuda")
         tensors = {name: to_torch(array).to(device) for name, array in feeds.items()}
@@ -177,7 +177,7 @@ def _onnx_cuda_call(model, feeds, base_dir):
     """ONNX Runtime's CUDA EP with inputs and outputs bound on the device, so a call times the run."""
     import onnxruntime as ort
 
-    from .ort import library_path
+    from ..ort import library_path
 
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         raise BadInput("--measure cuda: this onnxruntime has no CUDA execution provider (onnxruntime-gpu)")

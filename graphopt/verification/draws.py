@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ir import DType
+from ..ir import DType
 from .numeric import Tolerance
 
 

@@ -1,6 +1,6 @@
 """Comparing what two models compute: the shapes of the random inputs (symbolic dims given sizes),
 per-dtype tolerances, and the comparison of outputs. The inputs themselves are drawn by
-``graphopt.draws``."""
+``graphopt.verification.draws``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .ir import DType, Graph
+from ..ir import DType, Graph
 
 # Symbolic dims get this size unless the caller says otherwise.
 DEFAULT_DIM = 2

@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import io
+from ..files import model_files
+from ..pipeline import run_passes
+from ..rewrite import Pass, rewrite_budget
 from .checking import Reference
-from .pipeline import run_passes
-from .rewrite import Pass, rewrite_budget
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def bisect(model: Any, passes: Sequence[Pass], reference: Reference) -> Culprit 
 
     def differs(count: int, limit: float = float("inf")) -> bool:
         source, _ = _replay(model, passes[:count], limit)
-        verdict = reference.check(io.to_model(source))
+        verdict = reference.check(model_files.to_model(source))
         log.info("bisect: %d pass(es), rewrite limit %s: %s", count, limit, verdict["summary"])
         return not verdict["ok"]
 
@@ -87,7 +87,7 @@ def bisect(model: Any, passes: Sequence[Pass], reference: Reference) -> Culprit 
 
 def _replay(model: Any, passes: Sequence[Pass], limit: float):
     """A fresh load with ``passes`` run, the last of them stopped after ``limit`` rewrites."""
-    source = io.load(model)
+    source = model_files.load(model)
     run_passes(source.graph, passes[:-1])
     with rewrite_budget(limit) as budget:
         run_passes(source.graph, passes[-1:])

@@ -10,8 +10,8 @@ from typing import Any
 
 import onnx
 
-from .errors import BadInput, OutputError
-from .ir import Graph
+from ..errors import BadInput, OutputError
+from ..ir import Graph
 
 SUPPORTED = (
     "an ONNX model (.onnx), a torch.export archive (.pt2), an onnx.ModelProto "
@@ -36,12 +36,12 @@ def load(model: Any) -> Source:
     if isinstance(model, str | os.PathLike):
         path = Path(model)
         if _is_torch_archive(path):
-            from .frontends.torch_export import load_pt2
+            from ..frontends.torch_export import load_pt2
 
             program = load_pt2(path)
             return _from_program(program, str(path), path)
-        from .frontends.onnx import from_onnx
-        from .frontends.onnx_read import read_onnx
+        from ..frontends.onnx import from_onnx
+        from ..frontends.onnx_read import read_onnx
 
         proto = read_onnx(path)
         graph = _loading(
@@ -50,7 +50,7 @@ def load(model: Any) -> Source:
         )
         return Source(graph, "onnx", str(path), path, path)
     if isinstance(model, onnx.ModelProto):
-        from .frontends.onnx import from_onnx
+        from ..frontends.onnx import from_onnx
 
         graph = _loading(lambda: from_onnx(model, where="the ModelProto"), "the ModelProto")
         return Source(graph, "onnx", "<onnx.ModelProto>", None, model)
@@ -60,14 +60,14 @@ def load(model: Any) -> Source:
 
 
 def _from_program(program, label: str, path: Path | None) -> Source:
-    from .frontends.torch_export import from_exported_program
+    from ..frontends.torch_export import from_exported_program
 
     graph = _loading(lambda: from_exported_program(program), label)
     return Source(graph, "torch", label, path, program)
 
 
 def _loading(build, label: str) -> Graph:
-    from .ir import GraphError
+    from ..ir import GraphError
 
     try:
         return build()
@@ -78,26 +78,26 @@ def _loading(build, label: str) -> Graph:
 def to_model(source: Source) -> Any:
     """The optimized model, in the format it came in."""
     if source.frontend == "onnx":
-        from .backends.onnx import to_onnx
+        from ..backends.onnx import to_onnx
 
         return to_onnx(source.graph)
-    from .backends.torch_export import to_exported_program
+    from ..backends.torch_export import to_exported_program
 
     return to_exported_program(source.graph)
 
 
 def write(model: Any, path: str | os.PathLike, source: Source) -> Path:
     """Writes atomically (temporary file, then rename); a file system error becomes OutputError."""
-    from .fsutil import writing
+    from .atomic import writing
 
     path = Path(path)
     with writing(path):
         if isinstance(model, onnx.ModelProto):
-            from .backends.onnx_write import save_onnx
+            from ..backends.onnx_write import save_onnx
 
             base = source.path.parent if source.path is not None else source.graph.meta.get("base_dir")
             return save_onnx(model, path, source_dir=base)
-        from .backends.torch_export import save_pt2
+        from ..backends.torch_export import save_pt2
 
         return save_pt2(model, path)
 
@@ -111,8 +111,8 @@ def data_file(output: str | os.PathLike) -> Path:
 def check_output(model: Any, output: str | os.PathLike) -> Path:
     """Refuses, before any work, an output path for the optimized ``model`` that graphopt must not or
     cannot write: one whose extension is not the model's format, a directory, an unwritable place."""
-    from .frontends.onnx_read import check_file
-    from .fsutil import check_writable
+    from ..frontends.onnx_read import check_file
+    from .atomic import check_writable
 
     if isinstance(model, str | os.PathLike):  # (a missing or empty input is named first)
         check_file(model, "an ONNX model (.onnx) or a torch.export archive (.pt2)")
@@ -153,7 +153,7 @@ def external_data_files(source: Source) -> set[Path]:
     base = source.graph.meta.get("base_dir")
     if proto is None or base is None:
         return set()
-    from .frontends.onnx_read import external_files
+    from ..frontends.onnx_read import external_files
 
     return {p.resolve() for p in external_files(proto, Path(base))}
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .ir import DType
+from ..ir import DType
 from .numeric import Tolerance
 from .stored_rounding import EXACT
 
@@ -38,10 +38,10 @@ def float64_reference(
     """The original's outputs on each set of feeds, evaluated in float64 in each of ``modes`` (of
     ``stored_rounding``); None where it cannot be evaluated so."""
     if frontend == "onnx":
-        from .frontends.onnx_float64 import float64_outputs
+        from ..frontends.onnx_float64 import float64_outputs
 
         return float64_outputs(original, feeds, base, modes)
-    from .frontends.torch_float64 import float64_outputs as program_outputs
+    from ..frontends.torch_float64 import float64_outputs as program_outputs
 
     return program_outputs(original, feeds, modes)
 

@@ -22,7 +22,7 @@ def onnx_session(model: onnx.ModelProto | str | Path, source_dir: Path | None = 
     says: its fusions change numerics (a spelled-out float64 RMS norm loses precision when fused),
     which would blur a comparison of two models.
     """
-    from .dependencies import require
+    from ..dependencies import require
 
     ort = require("onnxruntime", "running an ONNX model (the numeric check, verify, bench)")
     options = ort.SessionOptions()
@@ -30,11 +30,11 @@ def onnx_session(model: onnx.ModelProto | str | Path, source_dir: Path | None = 
     if exact:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     with contextlib.suppress(ImportError, FileNotFoundError, OSError):
-        from .ort import library_path
+        from ..ort import library_path
 
         options.register_custom_ops_library(library_path())
     if isinstance(model, onnx.ModelProto):
-        from .backends.onnx_write import needs_external_data, save_onnx
+        from ..backends.onnx_write import needs_external_data, save_onnx
 
         if needs_external_data(model):
             # External weights are found relative to a file: write the model where ORT can read it.
@@ -81,7 +81,7 @@ def run_program_many(program, draws: Sequence[dict[str, np.ndarray]]) -> tuple[l
     bfloat16 arrays, so that they are compared with bfloat16's tolerance."""
     import torch
 
-    from .frontends.torch_state import mutated_targets, runnable_module
+    from ..frontends.torch_state import mutated_targets, runnable_module
 
     # Built once (building costs more than running a small program), on copies of the buffers the
     # program writes, so the program is left as it was; each run starts from those buffers as they
@@ -107,8 +107,8 @@ def _state(module, target: str):
 def _run_module(program, module, feeds: dict[str, np.ndarray]) -> list[Any]:
     import torch
 
-    from .frontends.torch_arrays import to_numpy, to_torch
-    from .frontends.torch_export import call_arguments
+    from ..frontends.torch_arrays import to_numpy, to_torch
+    from ..frontends.torch_export import call_arguments
 
     tensors = {name: to_torch(array) for name, array in feeds.items()}
     args, kwargs = call_arguments(program, tensors)

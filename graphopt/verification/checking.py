@@ -1,6 +1,6 @@
 """The numeric check: the original model's outputs on fixed inputs, and how a candidate compares.
 
-The original runs once (``Reference.of``) on each draw of inputs (``graphopt.draws``); every candidate
+The original runs once (``Reference.of``) on each draw of inputs (``draws``); every candidate
 (the optimized model, and each replay while bisecting) runs on the same draws, one session for all of
 them, and is compared with per-dtype tolerances. Runs happen one after the other, so at most one
 runtime session (and one copy of the weights) is alive at a time.
@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from . import io
-from .dependencies import MissingDependency
+from ..dependencies import MissingDependency
+from ..errors import BadInput
+from ..files import model_files
+from ..ir import DType, Graph
 from .draws import Draw, random_draws
-from .errors import BadInput
-from .ir import DType, Graph
 from .npz_inputs import feeds_from_arrays, load_npz
 from .numeric import Tolerance, compare, input_specs, resolve_tolerances
 
@@ -61,7 +61,7 @@ def prepare_draws(
 def run_model(frontend: str, model: Any, draws: Sequence[Draw], base: Path | None):
     """(output names, the outputs of each draw) of an ONNX model in ONNX Runtime (one session,
     without ONNX Runtime's own graph optimizations, which change numerics) or a program in torch."""
-    from .runners import run_onnx_many, run_program_many
+    from ..runtime.runners import run_onnx_many, run_program_many
 
     feeds = [draw.feeds for draw in draws]
     if frontend == "onnx":
@@ -81,7 +81,7 @@ class Reference:
     float64: dict[int, dict | None] = field(default_factory=dict)  # per draw and mode, when needed
 
     @classmethod
-    def of(cls, source: io.Source, draws: Sequence[Draw], tolerances=None) -> Reference:
+    def of(cls, source: model_files.Source, draws: Sequence[Draw], tolerances=None) -> Reference:
         """Runs the original model; BadInput if it cannot run (it is then no reference for anything)."""
         base = source.path.parent if source.path is not None else source.graph.meta.get("base_dir")
         runtime = "ONNX Runtime" if source.frontend == "onnx" else "torch"

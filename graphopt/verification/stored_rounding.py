@@ -1,6 +1,6 @@
 """Rounding a float64 result as storing it in the model's narrower dtype does: exactly (round to
 nearest), or with noise, for the float64 evaluations of the numeric check's second opinion
-(``graphopt.float64_check``).
+(``graphopt.verification.float64_check``).
 
 Evaluations come in modes: ``EXACT`` rounds nothing (the answer exact arithmetic gives), ``STORED``
 rounds each value once to its dtype (what ONNX and aten semantics say the model computes), and the
