@@ -20,6 +20,7 @@ from graphopt.passes import (
     fold_shape_inputs,
     fuse_norm_act,
     fuse_norm_act_linear,
+    fuse_norm_act_per_slice,
     normalize_axes,
     recognize_activations,
     recognize_linear,
@@ -84,6 +85,7 @@ PIPELINE: tuple[Pass, ...] = (
     # same way, and values that differed by a no-op reshape are equal now)
     MERGE_RECOGNIZED_DUPLICATES,
     fuse_norm_act.PASS,
+    fuse_norm_act_per_slice.PASS,
     fuse_norm_act_linear.PASS,
     # (last but dead-node removal: a recognizer is a means, not a result)
     restore_unfused.PASS,

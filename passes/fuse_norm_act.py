@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphopt.fused import Activation, Norm
+from graphopt.fused.broadcast_rows import broadcast_block
 from graphopt.fused.onnx_decompose import MIN_OPSET as FALLBACK_MIN_OPSET
 from graphopt.ir import DType, Node, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
@@ -57,13 +58,23 @@ def check_norm(norm: Node) -> Fail | None:
     return None
 
 
-def _residual(add: Node) -> Fail | None:
+def _residual(add: Node, axis: int) -> Fail | bool:
+    """Why the add cannot be the fused op's residual, or whether its inputs swap places: the fused
+    op's X is the one of the sum's shape, and the other may broadcast over X's leading dims
+    (``graphopt.fused.broadcast_rows``: a position embedding [1, T, D] or [T, D] on [B, T, D])."""
     x, r = add.inputs
-    if x.shape is None or x.shape != r.shape or x.dtype != r.dtype:
-        return Fail(
-            f"residual add {add.name!r} broadcasts ({x.shape} + {r.shape}); the fused op adds equal shapes"
-        )
-    return None
+    if x.shape is not None and x.shape == r.shape and x.dtype == r.dtype:
+        return False
+    why = "the fused op adds equal shapes"
+    if x.dtype == r.dtype and x.shape is not None and r.shape is not None:
+        for swap, (full, other) in ((False, (x, r)), (True, (r, x))):
+            if full.shape != add.output.shape:
+                continue
+            block = broadcast_block(other.shape, full.shape, axis)
+            if not isinstance(block, str):
+                return swap
+            why = f"the fused op cannot read it row by row: {other.name!r} {block}"
+    return Fail(f"residual add {add.name!r} broadcasts ({x.shape} + {r.shape}); {why}")
 
 
 def _unless_constant(value, fill: float):
@@ -194,12 +205,15 @@ def _check_add(match, last: Node):
     narrowed = _narrowed(match, match.node("add").output.dtype)
     if narrowed is None or isinstance(narrowed, Fail):
         return narrowed
-    failure = check_norm(norm) or _residual(match.node("add"))
+    failure = check_norm(norm)
     if failure:
         return failure
+    swap = _residual(match.node("add"), norm.attrs["axis"])
+    if isinstance(swap, Fail):
+        return swap
     if match.root is not last and any(use.node is not match.root for use in last.output.uses):
         return Fail(f"{last.output.name!r} is also read outside the fused region")
-    return _info(match, narrowed)
+    return _info(match, narrowed).with_info(swap=swap)
 
 
 def _last(match) -> Node:
@@ -216,7 +230,8 @@ def check_add_norm(match):
 
 def _replace_add(b, match, activation: Activation):
     norm, narrowed = match.node("norm"), match.info["narrowed"]
-    y, total = _fused(b, norm, match["x"], match["r"], activation, narrowed)
+    x, r = (match["r"], match["x"]) if match.info["swap"] else (match["x"], match["r"])
+    y, total = _fused(b, norm, x, r, activation, narrowed)
     return {match.root.output: y, match.node("add").output: total}
 
 

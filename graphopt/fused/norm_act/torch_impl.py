@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from graphopt.fused.broadcast_rows import row_broadcast
 from graphopt.fused.norm_act import torch_math
 from graphopt.fused.spec import Activation, Norm
 from graphopt.fused.torch_args import (
@@ -25,6 +26,16 @@ from graphopt.fused.torch_triton import empty_rows, flat, launcher, no_wrap, row
 _KERNEL = f"{__package__}.triton_kernel"
 
 
+def operand_rows(operand: Tensor | None, x: Tensor, dim: int, full) -> tuple[int, int] | None:
+    """(inner, groups) of an operand broadcast over x's rows (``full`` when it has x's shape or
+    the normalized dims'); a bad shape raises, naming why."""
+    if operand is None or tuple(operand.shape) in (tuple(x.shape), tuple(x.shape[dim:])):
+        return full
+    rows = row_broadcast(operand.shape, x.shape, dim)
+    torch._check(not isinstance(rows, str), lambda: f"an operand of shape {list(operand.shape)} {rows}")
+    return rows
+
+
 def launch(
     x: Tensor, weight: Tensor | None, bias: Tensor | None, residual: Tensor | None,
     norm: Norm, activation: Activation, eps: float, dim: int, wrap=no_wrap,
@@ -33,6 +44,13 @@ def launch(
     if x.numel() == 0:
         return torch.empty_like(x), None if residual is None else torch.empty_like(x)
     x2d = rows_view(x, x.shape[dim:].numel())
+    normalized = tuple(x.shape[dim:])
+
+    def rows_of(operand):  # (the usual shapes spend no time here)
+        if operand is None or tuple(operand.shape) == normalized:
+            return (1, 1)
+        return operand_rows(operand, x, dim, (1, 1))
+
     y2d = empty_rows(x2d)
     total = None if residual is None else empty_rows(x2d)
     launcher(_KERNEL, "launch_norm_act")(
@@ -46,6 +64,9 @@ def launch(
         activation=int(activation),
         eps=eps,
         wrap=wrap,
+        scale_rows=rows_of(weight),
+        bias_rows=rows_of(bias),
+        residual_rows=None if residual is None else operand_rows(residual, x, dim, None),
     )
     return shaped(y2d, x.shape), None if total is None else shaped(total, x.shape)
 
@@ -92,7 +113,7 @@ def _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, wrap):
 
 def _add_norm_act_fake(x, residual, weight, bias, norm, activation, eps, axis):
     check_norm_arguments(x, norm, activation, axis)
-    torch._check(residual.shape == x.shape, lambda: "residual must have the shape of x")
+    operand_rows(residual, x, first_norm_dim(x, axis), None)
     return x.new_empty(x.shape), x.new_empty(x.shape)
 
 
@@ -100,6 +121,7 @@ def _add_norm_act_setup(ctx, inputs, output):
     x, residual, weight, bias, norm, activation, eps, axis = inputs
     ctx.save_for_backward(output[1], weight, bias)
     ctx.dtypes = (x.dtype, residual.dtype)
+    ctx.residual_shape = residual.shape
     ctx.params = (parse_norm(norm), parse_activation(activation), eps, first_norm_dim(x, axis))
 
 
@@ -113,7 +135,8 @@ def _add_norm_act_backward(ctx, grad_y, grad_sum):
         grad_s = grad_s + grad_sum
     x_dtype, r_dtype = ctx.dtypes
     grad_x = grad_s.to(x_dtype) if needs_x else None
-    grad_r = grad_s.to(r_dtype) if needs_r else None
+    # (a broadcast residual's gradient is summed over the rows that read it)
+    grad_r = grad_s.sum_to_size(ctx.residual_shape).to(r_dtype) if needs_r else None
     return grad_x, grad_r, cast_grad(grad_w, weight), cast_grad(grad_b, bias), None, None, None, None
 
 
