@@ -38,7 +38,8 @@ class PerFeatureSplitStack(nn.Module):
 
     def forward(self, input_data: torch.Tensor) -> torch.Tensor:
         slices = torch.split(input_data, self.d * self.b)
-        features = [torch.tanh(norm(s.view(self.b, self.d))) for norm, s in zip(self.norms, slices, strict=True)]
+        pairs = zip(self.norms, slices, strict=True)
+        features = [torch.tanh(norm(s.view(self.b, self.d))) for norm, s in pairs]
         if self.hidden is None:
             return nn.functional.relu(self.linear(torch.stack(features)))
         return torch.stack([linear(f) for linear, f in zip(self.linears, features, strict=True)])

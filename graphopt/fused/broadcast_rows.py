@@ -35,7 +35,7 @@ def row_broadcast(operand: Sequence[int], x: Sequence[int], axis: int) -> RowBro
     return RowBroadcast(math.prod(lead[last + 1 :]), math.prod(lead[first : last + 1]))
 
 
-def broadcast_block(operand: Sequence, x: Sequence, axis: int) -> tuple[int, int] | None | str:
+def broadcast_block(operand: Sequence, x: Sequence, axis: int) -> tuple[int, int] | str | None:
     """The (first, last) leading dims of ``x`` that ``operand`` spans, None when it spans none, or
     why it cannot be read row by row. Dims may be symbolic (equal only when spelled the same) or
     None (unknown: equal to nothing)."""

@@ -20,7 +20,8 @@ def _random(shape, dtype, gen, *, mean=0.0, std=1.0):
 
 
 def run_broadcast(x_shape, *, scale=None, bias=None, residual=None, dtype=torch.float32, norm=Norm.LAYER,
-                  act=Activation.GELU, mean=0.0, std=1.0, scale_mean=1.0, scale_std=0.5, poison_row=None):  # fmt: skip
+                  act=Activation.GELU, mean=0.0, std=1.0, scale_mean=1.0, scale_std=0.5,
+                  poison_row=None):  # fmt: skip
     """Runs the kernel on X of ``x_shape`` with operands of the given shapes (None: absent) and
     checks Y and ResidualSum against the reference; returns the launch config."""
     gen = generator(x_shape, scale, bias, residual, dtype, norm, act, mean)
@@ -44,7 +45,8 @@ def run_broadcast(x_shape, *, scale=None, bias=None, residual=None, dtype=torch.
         scale_rows=rows_of(w) or (1, 1), bias_rows=rows_of(b) or (1, 1), residual_rows=rows_of(r),
     )  # fmt: skip
 
-    what = f"NormAct {list(x_shape)} scale {scale} bias {bias} residual {residual} {dtype} [{config.tier.name}]"
+    what = f"NormAct {list(x_shape)} scale {scale} bias {bias} residual {residual} {dtype}"
+    what += f" [{config.tier.name}]"
     ref_sum = None if r is None else f64((x.float() + r.float()).to(dtype))
     ref, _ = NORM_ACT.reference(
         f64(x) if r is None else ref_sum, f64(w), f64(b),
@@ -100,7 +102,9 @@ def test_row_broadcast_names_what_it_cannot_read(x, operand, why):
 
 def test_reference_refuses_what_the_kernels_cannot_read():
     with pytest.raises(ValueError, match="scale shape"):
-        NORM_ACT.reference(np.zeros((2, 3, 4)), np.ones((1,)), norm="layer", activation="relu", epsilon=0.0, axis=-1)
+        NORM_ACT.reference(
+            np.zeros((2, 3, 4)), np.ones((1,)), norm="layer", activation="relu", epsilon=0.0, axis=-1
+        )
 
 
 @pytest.mark.parametrize("norm", list(Norm))

@@ -60,7 +60,7 @@ def test_scale_of_wrong_shape():
     # (a [3, 8] or [1, 8] scale would be read per row: broadcast_rows.h)
     inputs = norm_act_inputs(Scale=(2, 8))
     with pytest.raises(
-        Exception, match=r"input Scale has shape \[2, 8\]; it is not a broadcast of X \(X has shape \[3, 8\]\)"
+        Exception, match=r"input Scale has shape \[2, 8\]; it is not a broadcast of X \(X has shape \[3, 8\]"
     ):
         run_model(fused_model("NormAct", inputs, {}, "float32"), inputs)
 
@@ -68,7 +68,7 @@ def test_scale_of_wrong_shape():
 def test_residual_of_wrong_shape():
     inputs = norm_act_inputs(Residual=(4,))
     with pytest.raises(
-        Exception, match=r"input Residual has shape \[4\]; it must end in the normalized dims X.shape\[axis:\]"
+        Exception, match=r"input Residual has shape \[4\]; it must end in the normalized dims X.shape"
     ):
         run_model(fused_model("NormAct", inputs, {}, "float32"), inputs)
 

@@ -26,13 +26,13 @@ from graphopt.fused.torch_triton import empty_rows, flat, launcher, no_wrap, row
 _KERNEL = f"{__package__}.triton_kernel"
 
 
-def operand_rows(operand: Tensor | None, x: Tensor, dim: int, full) -> tuple[int, int] | None:
+def operand_rows(operand: Tensor | None, x: Tensor, dim: int, full, name: str = "residual"):
     """(inner, groups) of an operand broadcast over x's rows (``full`` when it has x's shape or
     the normalized dims'); a bad shape raises, naming why."""
     if operand is None or tuple(operand.shape) in (tuple(x.shape), tuple(x.shape[dim:])):
         return full
     rows = row_broadcast(operand.shape, x.shape, dim)
-    torch._check(not isinstance(rows, str), lambda: f"an operand of shape {list(operand.shape)} {rows}")
+    torch._check(not isinstance(rows, str), lambda: f"{name} {rows}")
     return rows
 
 
@@ -49,7 +49,7 @@ def launch(
     def rows_of(operand):  # (the usual shapes spend no time here)
         if operand is None or tuple(operand.shape) == normalized:
             return (1, 1)
-        return operand_rows(operand, x, dim, (1, 1))
+        return operand_rows(operand, x, dim, (1, 1), "scale or bias")
 
     y2d = empty_rows(x2d)
     total = None if residual is None else empty_rows(x2d)
@@ -107,6 +107,7 @@ def _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, wrap):
     n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
     if x.is_cuda:
         return launch(x, weight, bias, residual, n, a, eps, dim, wrap)
+    operand_rows(residual, x, dim, None)
     s = residual_sum(x, residual)
     return torch_math.norm_act(s, weight, bias, n, a, eps, dim), s
 
