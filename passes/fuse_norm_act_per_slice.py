@@ -65,7 +65,7 @@ def check(match):
             failure = _operand(match, name, what)
             if failure:
                 return failure
-    return None
+    return match
 
 
 def replace(b, match):
