@@ -12,7 +12,7 @@ from graphopt.fused.broadcast_rows import broadcast_block
 from graphopt.ir import Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 
-from .fuse_norm_act import _NORMS, ACTS, NORMS, activation_of, check_norm
+from .fuse_norm_act import _NORMS, ACTS, NORMS, _unless_constant, activation_of, check_norm
 
 
 def _norm(x):
@@ -53,7 +53,7 @@ def check(match):
     if failure:
         return failure
     has_mul, has_add = "mul" in match.nodes, "add" in match.nodes
-    own_scale, own_bias = ([*norm.inputs[1:], None, None])[:2]
+    own_scale, own_bias = _own_weights(norm)
     # The norm's own weights come first: a Mul after a norm with weights, or an Add after one with
     # a bias, would need them combined into new constants.
     if (has_mul and (own_scale or own_bias)) or (has_add and own_bias):
@@ -68,9 +68,16 @@ def check(match):
     return match
 
 
+def _own_weights(norm):
+    """The norm's scale and bias, None where absent or all ones and zeros (exporters write those
+    for a norm without weights)."""
+    scale, bias = ([*norm.inputs[1:], None, None])[:2]
+    return _unless_constant(scale, 1.0), _unless_constant(bias, 0.0)
+
+
 def replace(b, match):
     norm = match.node("norm")
-    scale = match.values.get("s", norm.inputs[1] if len(norm.inputs) > 1 else None)
+    scale = match.values.get("s", _own_weights(norm)[0])
     return b.node(
         Op.NORM_ACT,
         norm.input(0),
