@@ -2,10 +2,13 @@
 float64 reference; shapes it cannot read are named in one-line errors."""
 
 import numpy as np
+import onnxruntime
 import pytest
 from ort_models import assert_close, fused_model, random_inputs, run_model
+from test_ort_cuda import CUDA, profile
 
 from graphopt.fused import NORM_ACT
+from graphopt.ort import create_session
 
 DTYPES = ["float32", "float16", "bfloat16"]
 
@@ -61,3 +64,32 @@ def test_unreadable_shapes_are_named(shapes, message):
     inputs = random_inputs(np.random.default_rng(4), shapes, "float32")
     with pytest.raises(Exception, match=message):
         run_model(fused_model("NormAct", inputs, {}, "float32"), inputs)
+
+
+@pytest.mark.usefixtures("library")
+@pytest.mark.skipif(
+    "CUDAExecutionProvider" not in onnxruntime.get_available_providers(),
+    reason="needs onnxruntime-gpu (CUDAExecutionProvider)",
+)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        {"X": (64, 9, 256), "Scale": (64, 1, 256), "Bias": (64, 1, 256)},
+        {"X": (4, 37, 1000), "Scale": (4, 1, 1000), "Bias": (1000,), "Residual": (37, 1000)},
+        {"X": (3, 5, 12289), "Scale": (3, 1, 12289), "Bias": None, "Residual": (1, 5, 12289)},
+    ],
+    ids=["per_slice", "residual_td", "looped"],
+)
+def test_broadcast_operands_on_cuda(dtype, shapes, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    inputs = random_inputs(np.random.default_rng(5), shapes, dtype)
+    outputs = ("Y", "ResidualSum") if "Residual" in shapes else ("Y",)
+    model = fused_model("NormAct", inputs, {"norm": "layer", "activation": "gelu"}, dtype, outputs)
+    session = create_session(model, providers=CUDA, enable_profiling=True)
+    ran, results = profile(session, inputs)
+    assert ("NormAct", "CUDAExecutionProvider") in ran, ran
+    expected_y, expected_sum = reference(inputs, "layer", "gelu")
+    assert_close(results[0], expected_y, dtype)
+    if "Residual" in shapes:
+        assert_close(results[1], expected_sum, dtype)
