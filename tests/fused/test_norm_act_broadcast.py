@@ -2,6 +2,8 @@
 residuals): the torch ops (math, gradients, opcheck) and the ONNX fallback function against the
 spec's float64 reference."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,8 @@ from fused_checks import NORMS, assert_close
 from onnx import helper
 from test_onnx_functions import OPSETS, make_model, random, run_fallback
 
-from graphopt.fused import DOMAIN, NORM_ACT, register_torch_ops
+from graphopt.fused import DOMAIN, NORM_ACT, Activation, Norm, register_torch_ops
+from graphopt.fused.norm_act import torch_impl as norm_act_impl
 
 ops = register_torch_ops()
 
@@ -112,3 +115,28 @@ def test_fallback_function_broadcasts_the_same_way(shapes, norm, opset):
     assert_close(got["Y"], y, "float32")
     if total is not None:
         assert_close(got["Sum"], total, "float32")
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1",
+    reason="needs a GPU or Triton's interpreter",
+)
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "r_shape"),
+    [((4, 3, 40), (4, 1, 40), None), ((2, 16, 64), (64,), (1, 16, 64)), ((3, 2, 24), (3, 1, 24), (2, 24))],
+)
+def test_the_cuda_path_reads_broadcast_operands(x_shape, w_shape, r_shape):
+    # The torch op's launch (argument shaping, (inner, groups) per operand) against the plain math;
+    # Triton's interpreter runs it where no GPU is.
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    x, w, b = randn(*x_shape).to(dev), randn(*w_shape).to(dev), randn(*w_shape).to(dev)
+    r = None if r_shape is None else randn(*r_shape).to(dev)
+
+    y, total = norm_act_impl.launch(x, w, b, r, Norm.LAYER, Activation.GELU, 1e-5, x.dim() - 1)
+
+    expected_y, expected_sum = reference(
+        x.cpu(), w.cpu(), b.cpu(), None if r is None else r.cpu(), "layer", "gelu"
+    )
+    assert_close(y.cpu(), expected_y, "float32")
+    if r is not None:
+        assert_close(total.cpu(), expected_sum, "float32")
