@@ -71,9 +71,14 @@ def _residual(add: Node, axis: int) -> Fail | bool:
             if full.shape != add.output.shape:
                 continue
             block = broadcast_block(other.shape, full.shape, axis)
-            if not isinstance(block, str):
+            if block is None:
+                # One row for every row is a bias (a linear layer's, which the runtime fuses with
+                # its matmul), not a residual stream.
+                why = f"{other.name!r} is one row added to every row, a bias"
+            elif not isinstance(block, str):
                 return swap
-            why = f"the fused op cannot read it row by row: {other.name!r} {block}"
+            else:
+                why = f"the fused op cannot read it row by row: {other.name!r} {block}"
     return Fail(f"residual add {add.name!r} broadcasts ({x.shape} + {r.shape}); {why}")
 
 

@@ -207,3 +207,18 @@ def test_residual_over_two_blocks_of_dims_stays():
     optimized, report = optimize_checked(_hand_built(nodes, [2, 3, 4, 8], constants))
     assert "more than one block" in " ".join(near_misses(report, "fuse_add_norm"))
     assert op_types(optimized) == ["Add", "LayerNormalization"]
+
+
+def test_a_bias_added_before_the_norm_is_no_residual():
+    # MatMul → Add(bias [D]) → norm: the add is a linear layer's bias, which the runtime fuses with
+    # its matmul; taking it as a one-row residual would leave the matmul alone.
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["p"]),
+        helper.make_node("Add", ["p", "b"], ["s"]),
+        helper.make_node("LayerNormalization", ["s", "ones"], ["y"], axis=-1, epsilon=1e-5),
+    ]
+    rng = np.random.default_rng(1)
+    constants = {"w": rng.standard_normal((8, 8)), "b": rng.standard_normal(8), "ones": np.ones(8)}
+    optimized, report = optimize_checked(_hand_built(nodes, [3, 8], constants))
+    assert op_types(optimized) == ["MatMul", "Add", "LayerNormalization"]
+    assert any("a bias" in r for r in near_misses(report, "fuse_add_norm"))
