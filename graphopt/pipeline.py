@@ -27,6 +27,7 @@ from graphopt.passes.fuse import (
     FUSE_GROUP_NORM_ACT,
     FUSE_NORM_ACT,
     FUSE_NORM_ACT_LINEAR,
+    FUSE_NORM_ACT_PER_SLICE,
 )
 from graphopt.passes.horizontal import (
     BATCH_EMBEDDING_BAGS,
@@ -99,6 +100,7 @@ PIPELINE: tuple[Pass, ...] = (
     # same way, and values that differed by a no-op reshape are equal now)
     MERGE_RECOGNIZED_DUPLICATES,
     FUSE_NORM_ACT,
+    FUSE_NORM_ACT_PER_SLICE,
     FUSE_NORM_ACT_LINEAR,
     FUSE_GROUP_NORM_ACT,
     # (after the norm fusions, which take an activation after a norm first; a batch norm's activation

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from models import embeddings, mlp, split_stack, zoo_modules
+from models import embeddings, mlp, per_feature_split, split_stack, zoo_modules
 from models.seeding import randn, seeded
 
 ALL_EXPORTERS = frozenset({"dynamo", "torchscript", "torch_export"})
 # The seed at test size: N slices of B×D.
 SEED_N, SEED_B, SEED_D = 4, 2, 8
 DLRM_N = 8  # sparse features: enough for one pooled lookup to pay in every runtime
+PER_FEATURE_N = 32  # per-feature norms: as many features as the acceptance model
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,21 @@ SPECS: tuple[ModuleSpec, ...] = (
         lambda: split_stack.example_inputs(SEED_N, SEED_B, SEED_D),
         ("input_data",),
         _tags("seed", "split", "stack", "layer_norm", "tanh", "horizontal"),
+    ),
+    # The seed with one LayerNorm per feature: batched, their weights are per slice ([N, 1, D]).
+    ModuleSpec(
+        "per_feature_split",
+        lambda: per_feature_split.PerFeatureSplitStack(PER_FEATURE_N, SEED_B, SEED_D).eval(),
+        lambda: per_feature_split.example_inputs(PER_FEATURE_N, SEED_B, SEED_D),
+        ("input_data",),
+        _tags("per_feature", "split", "stack", "layer_norm", "tanh", "horizontal"),
+    ),
+    ModuleSpec(
+        "per_feature_split_linear",
+        lambda: per_feature_split.PerFeatureSplitStack(PER_FEATURE_N, SEED_B, SEED_D, hidden=4).eval(),
+        lambda: per_feature_split.example_inputs(PER_FEATURE_N, SEED_B, SEED_D),
+        ("input_data",),
+        _tags("per_feature", "split", "stack", "layer_norm", "tanh", "horizontal", "matmul"),
     ),
     ModuleSpec(
         "split_cat_uneven",

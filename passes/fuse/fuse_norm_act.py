@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphopt.fused import NORM_ACT, Activation, Norm
+from graphopt.fused.broadcast_rows import broadcast_block
 from graphopt.fused.onnx_decompose import MIN_OPSET as FALLBACK_MIN_OPSET
 from graphopt.ir import DType, Node, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
@@ -18,7 +19,10 @@ from .activations import ACTIVATION_OPS, activation_of
 
 KERNEL_DTYPES = frozenset(DType[name.upper()] for name in NORM_ACT.dtypes)
 _KERNEL_DTYPE_NAMES = ", ".join(NORM_ACT.dtypes[:-1]) + " and " + NORM_ACT.dtypes[-1]
-_NORMS = {Op.LAYER_NORM: Norm.LAYER, Op.RMS_NORM: Norm.RMS}
+NORM_KINDS = {  # the norm each canonical op computes
+    Op.LAYER_NORM: Norm.LAYER,
+    Op.RMS_NORM: Norm.RMS,
+}
 
 
 def check_norm(norm: Node) -> Fail | None:
@@ -48,16 +52,31 @@ def check_norm(norm: Node) -> Fail | None:
     return None
 
 
-def _residual(add: Node) -> Fail | None:
+def _residual(add: Node, axis: int) -> Fail | bool:
+    """Why the add cannot be the fused op's residual, or whether its inputs swap places: the fused
+    op's X is the one of the sum's shape, and the other may broadcast over X's leading dims
+    (``graphopt.fused.broadcast_rows``: a position embedding [1, T, D] or [T, D] on [B, T, D])."""
     x, r = add.inputs
-    if x.shape is None or x.shape != r.shape or x.dtype != r.dtype:
-        return Fail(
-            f"residual add {add.name!r} broadcasts ({x.shape} + {r.shape}); the fused op adds equal shapes"
-        )
-    return None
+    if x.shape is not None and x.shape == r.shape and x.dtype == r.dtype:
+        return False
+    why = "the fused op adds equal shapes"
+    if x.dtype == r.dtype and x.shape is not None and r.shape is not None:
+        for swap, (full, other) in ((False, (x, r)), (True, (r, x))):
+            if full.shape != add.output.shape:
+                continue
+            block = broadcast_block(other.shape, full.shape, axis)
+            if block is None:
+                # One row for every row is a bias (a linear layer's, which the runtime fuses with
+                # its matmul), not a residual stream.
+                why = f"{other.name!r} is one row added to every row, a bias"
+            elif not isinstance(block, str):
+                return swap
+            else:
+                why = f"the fused op cannot read it row by row: {other.name!r} {block}"
+    return Fail(f"residual add {add.name!r} broadcasts ({x.shape} + {r.shape}); {why}")
 
 
-def _unless_constant(value, fill: float):
+def unless_constant(value, fill: float):
     """None for a weight that is all ``fill`` (exporters write ones and zeros for norms without affine)."""
     tensor = constant_of(value) if value is not None else None
     if tensor is not None and tensor.nbytes <= 1 << 24 and np.all(tensor.numpy() == fill):
@@ -80,15 +99,15 @@ def _weights(b, norm: Node, narrowed: list | None):
 def _fused(b, norm: Node, x, residual, activation: Activation, narrowed: list | None = None):
     scale, bias = _weights(b, norm, narrowed)
     if narrowed is None:
-        scale = _unless_constant(scale, 1.0)
-        bias = _unless_constant(bias, 0.0)
+        scale = unless_constant(scale, 1.0)
+        bias = unless_constant(bias, 0.0)
     node = b.node(
         Op.NORM_ACT,
         x,
         scale,
         bias,
         residual,
-        norm=_NORMS[norm.op].attr,
+        norm=NORM_KINDS[norm.op].attr,
         activation=activation.attr,
         eps=float(norm.attrs["eps"]),
         axis=norm.attrs["axis"],
@@ -96,7 +115,7 @@ def _fused(b, norm: Node, x, residual, activation: Activation, narrowed: list | 
     return node.outputs
 
 
-NORMS = tuple(_NORMS)
+NORMS = tuple(NORM_KINDS)
 
 
 def _norm(inner, between_casts: bool):
@@ -184,12 +203,15 @@ def _check_add(match, last: Node):
     narrowed = _narrowed(match, match.node("add").output.dtype)
     if narrowed is None or isinstance(narrowed, Fail):
         return narrowed
-    failure = check_norm(norm) or _residual(match.node("add"))
+    failure = check_norm(norm)
     if failure:
         return failure
+    swap = _residual(match.node("add"), norm.attrs["axis"])
+    if isinstance(swap, Fail):
+        return swap
     if match.root is not last and any(use.node is not match.root for use in last.output.uses):
         return Fail(f"{last.output.name!r} is also read outside the fused region")
-    return _info(match, narrowed)
+    return _info(match, narrowed).with_info(swap=swap)
 
 
 def _last(match) -> Node:
@@ -206,7 +228,8 @@ def check_add_norm(match):
 
 def _replace_add(b, match, activation: Activation):
     norm, narrowed = match.node("norm"), match.info["narrowed"]
-    y, total = _fused(b, norm, match["x"], match["r"], activation, narrowed)
+    x, r = (match["r"], match["x"]) if match.info["swap"] else (match["x"], match["r"])
+    y, total = _fused(b, norm, x, r, activation, narrowed)
     return {match.root.output: y, match.node("add").output: total}
 
 

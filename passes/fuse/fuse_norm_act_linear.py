@@ -49,6 +49,9 @@ def _check(match, linear: Node):
         return Fail(f"{norm_act.name!r} also adds a residual")
     if x.rank is None or norm_act.attrs["axis"] != x.rank - 1:
         return Fail(f"{norm_act.name!r} normalizes more than the last dim")
+    for name, value in (("scale", norm_act.input(1)), ("bias", norm_act.input(2))):
+        if value is not None and (value.shape is None or len(value.shape) != 1):
+            return Fail(f"{norm_act.name!r} reads its {name} per slice of its input's leading dims")
     weight = constant_of(match["w"])
     if weight is None:
         return Fail(f"weight {match['w'].name!r} is computed at run time")

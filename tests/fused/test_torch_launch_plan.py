@@ -11,6 +11,9 @@ from graphopt.fused import Activation, Norm
 from graphopt.fused.norm_act import torch_impl as norm_act_impl
 from graphopt.fused.norm_act import torch_launch_plan
 
+CONSTEXPRS = ("BLOCK_M", "BLOCK_N", "ITERS", "LOOPED", "EVEN")
+RUNTIME_ARGS = len(kernel_module.norm_act_kernel.arg_names) - len(CONSTEXPRS)
+
 
 class Compiled:
     def __init__(self, log, takes):
@@ -28,7 +31,7 @@ class Compiled:
 class Kernel:
     """Records launches as ``norm_act_kernel`` is launched; its launcher takes ``takes`` arguments."""
 
-    def __init__(self, takes=21):
+    def __init__(self, takes=RUNTIME_ARGS + len(CONSTEXPRS)):
         self.arg_names = kernel_module.norm_act_kernel.arg_names
         self.log: list = []
         self.compiled = Compiled(self.log, takes)
@@ -83,7 +86,7 @@ def test_a_plan_launches_as_the_general_path_does(kernel, with_residual):
     _same_launch(kernel.log.pop(), _general(kernel, x, w, b, r), with_residual)
 
 
-@pytest.mark.parametrize("takes", [21, 16])
+@pytest.mark.parametrize("takes", [RUNTIME_ARGS + len(CONSTEXPRS), RUNTIME_ARGS])
 def test_only_the_first_call_goes_through_the_jit(kernel, takes):
     kernel.compiled.takes = takes
     x, w = torch.randn(4, 64), torch.randn(64)
@@ -94,9 +97,9 @@ def test_only_the_first_call_goes_through_the_jit(kernel, takes):
     _, _, args, _ = kernel.log[-1]
     assert len(args) == takes
     first = kernel.log[0]
-    assert args[:16][6:] == first[2][6:]  # the scalars as the JIT got them
-    if takes == 21:
-        assert args[16:] == tuple(first[3][k] for k in ("BLOCK_M", "BLOCK_N", "ITERS", "LOOPED", "EVEN"))
+    assert args[:RUNTIME_ARGS][6:] == first[2][6:]  # the scalars as the JIT got them
+    if takes > RUNTIME_ARGS:
+        assert args[RUNTIME_ARGS:] == tuple(first[3][k] for k in CONSTEXPRS)
 
 
 def test_a_new_signature_gets_a_plan_of_its_own(kernel):

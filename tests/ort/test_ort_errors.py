@@ -57,16 +57,19 @@ def test_norm_act_linear_bad_out_activation():
 
 
 def test_scale_of_wrong_shape():
-    inputs = norm_act_inputs(Scale=(3, 8))
+    # (a [3, 8] or [1, 8] scale would be read per row: broadcast_rows.h)
+    inputs = norm_act_inputs(Scale=(2, 8))
     with pytest.raises(
-        Exception, match=r"input Scale \(X.shape\[axis:\]\) must have shape \[8\], got \[3, 8\]"
+        Exception, match=r"input Scale has shape \[2, 8\]; it is not a broadcast of X \(X has shape \[3, 8\]"
     ):
         run_model(fused_model("NormAct", inputs, {}, "float32"), inputs)
 
 
 def test_residual_of_wrong_shape():
-    inputs = norm_act_inputs(Residual=(8,))
-    with pytest.raises(Exception, match=r"input Residual \(X.shape\) must have shape \[3, 8\], got \[8\]"):
+    inputs = norm_act_inputs(Residual=(4,))
+    with pytest.raises(
+        Exception, match=r"input Residual has shape \[4\]; it must end in the normalized dims X.shape"
+    ):
         run_model(fused_model("NormAct", inputs, {}, "float32"), inputs)
 
 

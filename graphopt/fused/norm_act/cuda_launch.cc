@@ -45,10 +45,16 @@ std::string LaunchNormAct(const NormActParams& p, void* stream) {
   const float eps = p.epsilon;
   const int32_t norm = static_cast<int32_t>(p.norm), act = static_cast<int32_t>(p.activation);
   const int32_t has_scale = p.scale != nullptr, has_bias = p.bias != nullptr, has_res = p.residual != nullptr;
+  const int32_t residual_groups = static_cast<int32_t>(p.residual_rows.groups == 0 ? p.rows : p.residual_rows.groups);
+  const int32_t w_inner = static_cast<int32_t>(p.scale_rows.inner), w_groups = static_cast<int32_t>(p.scale_rows.groups);
+  const int32_t b_inner = static_cast<int32_t>(p.bias_rows.inner), b_groups = static_cast<int32_t>(p.bias_rows.groups);
+  const int32_t r_inner = static_cast<int32_t>(p.residual_rows.inner);
   Launch launch(*v);
   launch.Arg(x), launch.Arg(r), launch.Arg(w), launch.Arg(b), launch.Arg(y), launch.Arg(s);
   launch.Arg(rows), launch.Arg(cols), launch.Arg(stride), launch.Arg(stride);
   launch.Arg(eps), launch.Arg(norm), launch.Arg(act), launch.Arg(has_scale), launch.Arg(has_bias), launch.Arg(has_res);
+  launch.Arg(w_inner), launch.Arg(w_groups), launch.Arg(b_inner), launch.Arg(b_groups);
+  launch.Arg(r_inner), launch.Arg(residual_groups);
   return launch.Run(*api, static_cast<CUstream>(stream), p.rows);
 }
 

@@ -8,17 +8,22 @@ namespace graphopt {
 void NormActCpu(const NormActParams& p, const ParallelFor& parallel_for) {
   if (p.rows == 0 || p.cols == 0) return;
   const int64_t cols = p.cols;
-  const cpu::FloatView scale(p.scale, p.dtype, cols), bias(p.bias, p.dtype, cols);
-  const cpu::RowNorm rn{p.norm, p.epsilon, scale.data(), bias.data(), p.activation};
+  const RowBroadcast s_rows = p.scale_rows, b_rows = p.bias_rows;
+  const RowBroadcast r_rows = p.residual_rows.groups == 0 ? RowBroadcast{1, p.rows} : p.residual_rows;
+  const cpu::FloatView scale(p.scale, p.dtype, cols * s_rows.groups), bias(p.bias, p.dtype, cols * b_rows.groups);
+  const auto row_of = [](const RowBroadcast& b, int64_t r) { return (r / b.inner) % b.groups; };
   cpu::ForEachChunk(p.rows, cpu::RowsPerChunk(cols * 8, p.rows), parallel_for, [&](int64_t begin, int64_t end) {
     float* v = cpu::Scratch(0, static_cast<size_t>(cols));
+    cpu::RowNorm rn{p.norm, p.epsilon, scale.data(), bias.data(), p.activation};
     for (int64_t r = begin; r < end; ++r) {
       const int64_t offset = r * cols;
+      if (rn.scale != nullptr) rn.scale = scale.data() + row_of(s_rows, r) * cols;
+      if (rn.bias != nullptr) rn.bias = bias.data() + row_of(b_rows, r) * cols;
       cpu::LoadRow(p.dtype, p.x, offset, v, cols);
       if (p.residual != nullptr) {
         // The sum is rounded to the storage type before the norm sees it, as the unfused graph
         // stores it (an fp16 sum that overflows is infinite there, and its row NaN).
-        cpu::AddRow(p.dtype, p.residual, offset, v, cols);
+        cpu::AddRow(p.dtype, p.residual, row_of(r_rows, r) * cols, v, cols);
         cpu::RoundRow(p.dtype, v, cols);
         if (p.residual_sum != nullptr) cpu::StoreRow(p.dtype, v, p.residual_sum, offset, cols);
       }

@@ -10,6 +10,17 @@
 namespace graphopt {
 namespace {
 
+// How X's rows read an operand (broadcast_rows.h), or a one-line error naming it and why not.
+RowBroadcast RowsOf(const std::string& node, const char* what, const Ort::ConstValue& operand, const Shape& x,
+                    size_t axis) {
+  const Shape shape = ShapeOf(operand);
+  RowBroadcast rows;
+  if (std::string why = ReadRowBroadcast(shape, x, axis, &rows); !why.empty())
+    throw Error(node + ": input " + what + " has shape " + ShapeString(shape) + "; " + why + " (X has shape " +
+                ShapeString(x) + ")");
+  return rows;
+}
+
 void Run(const NormActParams& p, const Ort::KernelContext& context, Ep ep, const std::string& node) {
   if (ep == Ep::kCpu) {
     NormActCpu(p, OrtParallelFor(context));
@@ -36,7 +47,6 @@ void NormActSpec::Compute(const Ort::KernelContext& context, const Attributes& a
                 ShapeString(shape) + "; expected a value in [" + std::to_string(-rank) + ", " +
                 std::to_string(rank - 1) + "]");
   const auto axis = static_cast<size_t>(attributes.axis < 0 ? attributes.axis + rank : attributes.axis);
-  const Shape normalized(shape.begin() + static_cast<std::ptrdiff_t>(axis), shape.end());
 
   NormActParams p;
   p.rows = Elements(shape, 0, axis);
@@ -47,15 +57,15 @@ void NormActSpec::Compute(const Ort::KernelContext& context, const Attributes& a
   p.dtype = dtype;
   p.x = x.GetTensorRawData();
   if (const Ort::ConstValue scale = OptionalInput(context, 1)) {
-    CheckShape(node, "Scale (X.shape[axis:])", scale, normalized);
+    p.scale_rows = RowsOf(node, "Scale", scale, shape, axis);
     p.scale = scale.GetTensorRawData();
   }
   if (const Ort::ConstValue bias = OptionalInput(context, 2)) {
-    CheckShape(node, "Bias (X.shape[axis:])", bias, normalized);
+    p.bias_rows = RowsOf(node, "Bias", bias, shape, axis);
     p.bias = bias.GetTensorRawData();
   }
   if (const Ort::ConstValue residual = OptionalInput(context, 3)) {
-    CheckShape(node, "Residual (X.shape)", residual, shape);
+    p.residual_rows = RowsOf(node, "Residual", residual, shape, axis);
     p.residual = residual.GetTensorRawData();
   }
   p.y = context.GetOutput(0, shape).GetTensorMutableRawData();

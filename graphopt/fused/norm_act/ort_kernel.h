@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "broadcast_rows.h"
 #include "fused_enums.h"
 #include "parallel_for.h"
 
@@ -13,6 +14,8 @@ namespace graphopt {
 
 // Y[r, :] = act(norm(X[r, :] (+ R[r, :])) * scale + bias), rows of `cols` elements.
 // Optional pointers are null when absent. residual_sum is written only when residual is given.
+// Scale, bias and residual may broadcast over X's leading dims: row r reads their row
+// (r / inner) % groups (broadcast_rows.h); the residual's default, groups = 0, means X's rows.
 struct NormActParams {
   const void* x = nullptr;
   const void* residual = nullptr;
@@ -22,6 +25,8 @@ struct NormActParams {
   void* residual_sum = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  RowBroadcast scale_rows, bias_rows;
+  RowBroadcast residual_rows{1, 0};
   float epsilon = 1e-5f;
   Norm norm = Norm::kLayer;
   Activation activation = Activation::kIdentity;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from graphopt.fused.broadcast_rows import row_broadcast
 from graphopt.fused.spec import (
     Activation,
     Attribute,
@@ -20,6 +21,9 @@ def reference(x, scale=None, bias=None, residual=None, *, norm, activation, epsi
 
     norm, activation = Norm.parse(norm), Activation.parse(activation)
     s = np.asarray(x, dtype=np.float64)
+    for name, operand in (("scale", scale), ("bias", bias), ("residual", residual)):
+        if operand is not None and isinstance(why := row_broadcast(np.shape(operand), s.shape, axis), str):
+            raise ValueError(f"{name} {why}")
     if residual is not None:
         s = s + np.asarray(residual, dtype=np.float64)
     y = activation_reference(activation, norm_reference(norm, s, scale, bias, epsilon, axis))
@@ -47,6 +51,9 @@ NORM_ATTRIBUTES = (
     ),
 )  # fmt: skip
 
+# Operands that broadcast over leading dims of X (graphopt.fused.broadcast_rows).
+_PER_ROW = "(or broadcast over one contiguous block of X's leading dims, 1 on the others)"
+
 NORM_ACT = FusedOp(
     name="NormAct",
     ir_name="norm_act",
@@ -57,9 +64,9 @@ NORM_ACT = FusedOp(
     ),
     inputs=(
         Port("X"),
-        Port("Scale", optional=True, doc="shape X.shape[axis:]", torch="weight"),
-        Port("Bias", optional=True, doc="shape X.shape[axis:]; layer norm only"),
-        Port("Residual", optional=True, doc="same shape as X; added before the norm"),
+        Port("Scale", optional=True, doc=f"shape X.shape[axis:] {_PER_ROW}", torch="weight"),
+        Port("Bias", optional=True, doc=f"shape X.shape[axis:] {_PER_ROW}; layer norm only"),
+        Port("Residual", optional=True, doc=f"shape X.shape {_PER_ROW}; added before the norm"),
     ),
     outputs=(
         Port("Y"),

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from graphopt.fused import torch_triton
+from graphopt.fused.broadcast_rows import row_broadcast
 from graphopt.fused.norm_act import torch_launch_plan, torch_math
 from graphopt.fused.spec import Activation, Norm
 from graphopt.fused.torch_args import (
@@ -26,6 +27,16 @@ from graphopt.fused.torch_triton import empty_rows, flat, launcher, no_wrap, row
 _KERNEL = f"{__package__}.triton_kernel"
 
 
+def operand_rows(operand: Tensor | None, x: Tensor, dim: int, full, name: str = "residual"):
+    """(inner, groups) of an operand broadcast over x's rows (``full`` when it has x's shape or
+    the normalized dims'); a bad shape raises, naming why."""
+    if operand is None or tuple(operand.shape) in (tuple(x.shape), tuple(x.shape[dim:])):
+        return full
+    rows = row_broadcast(operand.shape, x.shape, dim)
+    torch._check(not isinstance(rows, str), lambda: f"{name} {rows}")
+    return rows
+
+
 def launch(
     x: Tensor, weight: Tensor | None, bias: Tensor | None, residual: Tensor | None,
     norm: Norm, activation: Activation, eps: float, dim: int, wrap=no_wrap,
@@ -34,6 +45,13 @@ def launch(
     if x.numel() == 0:
         return torch.empty_like(x), None if residual is None else torch.empty_like(x)
     x2d = rows_view(x, x.shape[dim:].numel())
+    normalized = tuple(x.shape[dim:])
+
+    def rows_of(operand):  # (the usual shapes spend no time here)
+        if operand is None or tuple(operand.shape) == normalized:
+            return (1, 1)
+        return operand_rows(operand, x, dim, (1, 1), "scale or bias")
+
     y2d = empty_rows(x2d)
     total = None if residual is None else empty_rows(x2d)
     launcher(_KERNEL, "launch_norm_act")(
@@ -47,6 +65,9 @@ def launch(
         activation=int(activation),
         eps=eps,
         wrap=wrap,
+        scale_rows=rows_of(weight),
+        bias_rows=rows_of(bias),
+        residual_rows=None if residual is None else operand_rows(residual, x, dim, None),
     )
     return shaped(y2d, x.shape), None if total is None else shaped(total, x.shape)
 
@@ -105,6 +126,7 @@ def _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, wrap):
     n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
     if x.is_cuda:
         return launch(x, weight, bias, residual, n, a, eps, dim, wrap)
+    operand_rows(residual, x, dim, None)
     # contiguous like the CUDA kernel's and the fake's outputs (an add keeps a transposed x's layout):
     # a traced program's later views rely on the strides the fake promised
     s = residual_sum(x, residual).contiguous()
@@ -120,7 +142,7 @@ def _add_norm_act_eager(x, residual, weight, bias, norm, activation, eps, axis):
 
 def _add_norm_act_fake(x, residual, weight, bias, norm, activation, eps, axis):
     check_norm_arguments(x, norm, activation, axis)
-    torch._check(residual.shape == x.shape, lambda: "residual must have the shape of x")
+    operand_rows(residual, x, first_norm_dim(x, axis), None)
     return x.new_empty(x.shape), x.new_empty(x.shape)
 
 
@@ -128,6 +150,7 @@ def _add_norm_act_setup(ctx, inputs, output):
     x, residual, weight, bias, norm, activation, eps, axis = inputs
     ctx.save_for_backward(output[1], weight, bias)
     ctx.dtypes = (x.dtype, residual.dtype)
+    ctx.residual_shape = residual.shape
     ctx.params = (parse_norm(norm), parse_activation(activation), eps, first_norm_dim(x, axis))
 
 
@@ -141,7 +164,8 @@ def _add_norm_act_backward(ctx, grad_y, grad_sum):
         grad_s = grad_s + grad_sum
     x_dtype, r_dtype = ctx.dtypes
     grad_x = grad_s.to(x_dtype) if needs_x else None
-    grad_r = grad_s.to(r_dtype) if needs_r else None
+    # (a broadcast residual's gradient is summed over the rows that read it)
+    grad_r = grad_s.sum_to_size(ctx.residual_shape).to(r_dtype) if needs_r else None
     return grad_x, grad_r, cast_grad(grad_w, weight), cast_grad(grad_b, bias), None, None, None, None
 
 

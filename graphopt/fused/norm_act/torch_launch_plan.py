@@ -95,6 +95,8 @@ class _NormActPlan:
         return cls(x, residual is not None, rows, cols, stride_x, stride_r, config, (
             float(eps), int(norm), int(activation),
             int(weight is not None), int(bias is not None), int(residual is not None),
+            # (inner, groups) of scale, bias and residual: nothing broadcast (a plan serves no other)
+            1, 1, 1, 1, 1, rows,
         ))  # fmt: skip
 
     def __init__(self, x, has_residual, rows, cols, stride_x, stride_r, config, attributes):

@@ -36,7 +36,10 @@ def norm_act(x, weight, bias, norm: Norm, activation: Activation, eps: float, ax
         if bias is not None:
             z = z + bias.to(cd)
     else:
-        z = F.rms_norm(s, shape, w, eps)
+        per_slice = w is not None and w.shape != shape  # (broadcast over x's leading dims)
+        z = F.rms_norm(s, shape, None if per_slice else w, eps)
+        if per_slice:
+            z = z * w
         if bias is not None:
             z = z + bias.to(cd)
     return activate(activation, z).to(x.dtype).contiguous()
@@ -64,8 +67,8 @@ def norm_act_backward(
     act_grad = activation_grad(activation, z)
     if act_grad is not None:
         grad = grad * act_grad
-    grad_weight = (grad * n).sum(batch_dims) if needs[1] and weight is not None else None
-    grad_bias = grad.sum(batch_dims) if needs[2] and bias is not None else None
+    grad_weight = _sum_to(grad * n, weight, batch_dims) if needs[1] and weight is not None else None
+    grad_bias = _sum_to(grad, bias, batch_dims) if needs[2] and bias is not None else None
     grad_s = None
     if needs[0]:
         grad_n = grad * w if w is not None else grad
@@ -75,3 +78,10 @@ def norm_act_backward(
         else:
             grad_s = rstd * (grad_n - n * projection)
     return grad_s, grad_weight, grad_bias
+
+
+def _sum_to(grad, param, batch_dims):
+    """``grad`` summed over the rows that read ``param`` (all of them unless it is per slice)."""
+    if param.dim() == grad.dim() - len(batch_dims):
+        return grad.sum(batch_dims)
+    return grad.sum_to_size(param.shape)

@@ -24,11 +24,13 @@ from graphopt.kernels.launch_rules import (
 )
 from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import (
+    apply_activation,
     block_stats,
     center,
     chunk_stats_update,
     finish_stats,
     load_affine,
+    masked_by,
     normalize_activate,
     row_shift,
 )
@@ -65,9 +67,43 @@ def _load_first(X, R, x_row, r_row, row_ok, has_residual):
 
 
 @triton.jit
-def _finish_block(x, first, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN: tl.constexpr):
+def operand_rows(row, inner, groups, rows):
+    """The operand's row read by each of X's rows (graphopt.fused.broadcast_rows): X's own row when
+    the operand has X's shape (a uniform branch: that case does no division)."""
+    if inner != 1 or groups != rows:
+        row = (row // inner) % groups
+    return row
+
+
+@triton.jit
+def _normalize(
+    centered, rstd, scale, bias, W, B, row, idx, mask, cols, has_scale, has_bias,
+    w_inner, w_groups, b_inner, b_groups, activation, storage: tl.constexpr,
+):  # fmt: skip
+    """act(centered * rstd * scale + bias): with the row's scale and bias (``scale`` and ``bias``,
+    loaded once) when they are shared by all rows, else with [rows, cols] tiles of the rows that
+    the block's rows read (a uniform branch: the shared case runs today's code)."""
+    if w_groups == 1 and b_groups == 1:
+        y = normalize_activate(centered, rstd, scale, bias, activation, storage)
+    else:
+        w_row = ((row // w_inner) % w_groups) * cols
+        b_row = ((row // b_inner) % b_groups) * cols
+        w = widen(tl.load(W + w_row[:, None] + idx[None, :], mask=masked_by(mask, has_scale), other=1.0))
+        b = widen(tl.load(B + b_row[:, None] + idx[None, :], mask=masked_by(mask, has_bias), other=0.0))
+        y = apply_activation(centered * rstd[:, None] * w + b, activation, storage)
+    return y
+
+
+@triton.jit
+def _finish_block(
+    x, first, row, y_off, mask, offs, scale, bias, W, B, Y, cols, eps, norm, activation, has_scale, has_bias,
+    w_inner, w_groups, b_inner, b_groups, EVEN: tl.constexpr,
+):  # fmt: skip
     centered, rstd = block_stats(x, first, mask, cols, norm, eps, EVEN)
-    y = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
+    y = _normalize(
+        centered, rstd, scale, bias, W, B, row, offs, mask, cols, has_scale, has_bias,
+        w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
+    )  # fmt: skip
     tl.store(Y + y_off, y.to(Y.dtype.element_ty), mask=mask)
 
 
@@ -76,6 +112,7 @@ def norm_act_kernel(
     X, R, W, B, Y, S,
     rows, cols, stride_x, stride_r,
     eps, norm, activation, has_scale, has_bias, has_residual,
+    w_inner, w_groups, b_inner, b_groups, r_inner, r_groups,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ITERS: tl.constexpr, LOOPED: tl.constexpr,
     EVEN: tl.constexpr,
 ):  # fmt: skip
@@ -83,12 +120,14 @@ def norm_act_kernel(
     pid = tl.program_id(0).to(tl.int64)
     row = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = row < rows
+    # Row offsets into R; scale and bias rows are picked where they are applied (``_normalize``).
+    r_base = operand_rows(row, r_inner, r_groups, rows) * stride_r
     if not LOOPED:
         col_ok = offs < cols
         mask = row_ok[:, None] & col_ok[None, :]
         x_off, r_off, y_off = (
             row[:, None] * stride_x + offs,
-            row[:, None] * stride_r + offs,
+            r_base[:, None] + offs,
             row[:, None] * cols + offs,
         )
         if ITERS == 1:
@@ -96,13 +135,16 @@ def norm_act_kernel(
                 # Short rows: scale and bias in flight with the row, not waited for after its sums.
                 scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
             x = _load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
-            first = _load_first(X, R, row * stride_x, row * stride_r, row_ok, has_residual)
+            first = _load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
             centered, rstd = block_stats(x, first, mask, cols, norm, eps, EVEN)
             if BLOCK_N > EARLY_AFFINE_COLS:
                 # Long rows load them only now (from L1/L2), keeping no extra registers live
                 # through the statistics.
                 scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-            y = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
+            y = _normalize(
+                centered, rstd, scale, bias, W, B, row, offs, mask, cols, has_scale, has_bias,
+                w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
+            )  # fmt: skip
             tl.store(Y + y_off, y.to(Y.dtype.element_ty), mask=mask)
         else:
             # A program also takes blocks pid + i * grid, loading the next block before finishing
@@ -110,24 +152,31 @@ def norm_act_kernel(
             # afford keeping scale and bias in registers across the blocks.
             scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
             x = _load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
-            first = _load_first(X, R, row * stride_x, row * stride_r, row_ok, has_residual)
+            first = _load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
             for i in range(1, ITERS):
                 nrow = (pid + i * tl.num_programs(0)) * BLOCK_M + tl.arange(0, BLOCK_M)
                 nrow_ok = nrow < rows
                 nmask = nrow_ok[:, None] & col_ok[None, :]
-                nx_off, nr_off = nrow[:, None] * stride_x + offs, nrow[:, None] * stride_r + offs
+                nr_base = operand_rows(nrow, r_inner, r_groups, rows) * stride_r
+                nx_off, nr_off = nrow[:, None] * stride_x + offs, nr_base[:, None] + offs
                 ny_off = nrow[:, None] * cols + offs
                 nx = _load_sum(X, R, S, nx_off, nr_off, ny_off, nmask, has_residual, True)
-                nfirst = _load_first(X, R, nrow * stride_x, nrow * stride_r, nrow_ok, has_residual)
-                _finish_block(x, first, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN)
-                x, first, y_off, mask = nx, nfirst, ny_off, nmask
-            _finish_block(x, first, y_off, mask, scale, bias, Y, cols, eps, norm, activation, EVEN)
+                nfirst = _load_first(X, R, nrow * stride_x, nr_base, nrow_ok, has_residual)
+                _finish_block(
+                    x, first, row, y_off, mask, offs, scale, bias, W, B, Y, cols, eps, norm, activation,
+                    has_scale, has_bias, w_inner, w_groups, b_inner, b_groups, EVEN,
+                )  # fmt: skip
+                x, first, row, y_off, mask = nx, nfirst, nrow, ny_off, nmask
+            _finish_block(
+                x, first, row, y_off, mask, offs, scale, bias, W, B, Y, cols, eps, norm, activation,
+                has_scale, has_bias, w_inner, w_groups, b_inner, b_groups, EVEN,
+            )  # fmt: skip
     else:
         x_row = row[:, None] * stride_x
-        r_row = row[:, None] * stride_r
+        r_row = r_base[:, None]
         y_row = row[:, None] * cols
         # Shifted one-pass statistics: a second pass over the row would re-read it from memory.
-        shift = row_shift(_load_first(X, R, row * stride_x, row * stride_r, row_ok, has_residual), norm)
+        shift = row_shift(_load_first(X, R, row * stride_x, r_base, row_ok, has_residual), norm)
         mean = tl.zeros([BLOCK_M], tl.float32)
         m2 = tl.zeros([BLOCK_M], tl.float32)
         for start in range(0, cols, BLOCK_N):
@@ -146,7 +195,10 @@ def norm_act_kernel(
             x = _load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, False)
             scale, bias = load_affine(W, B, idx, col_ok, has_scale, has_bias)
             centered = center(x, shift, mean)
-            y = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
+            y = _normalize(
+                centered, rstd, scale, bias, W, B, row, idx, mask, cols, has_scale, has_bias,
+                w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
+            )  # fmt: skip
             tl.store(Y + y_row + idx, y.to(Y.dtype.element_ty), mask=mask)
 
 
@@ -197,11 +249,15 @@ def dtype_name(tensor) -> str:
 
 def launch_norm_act(
     x2d, scale, bias, residual2d, y, residual_sum, *, norm: int, activation: int, eps: float,
-    wrap=lambda kernel: kernel,
+    wrap=lambda kernel: kernel, scale_rows=(1, 1), bias_rows=(1, 1), residual_rows=None,
 ):  # fmt: skip
     """Launches NormAct on torch tensors; ``y`` (and ``residual_sum`` with a residual) are
-    preallocated contiguous [rows, cols]. ``wrap`` may be ``torch.library.wrap_triton``."""
+    preallocated contiguous [rows, cols]. ``wrap`` may be ``torch.library.wrap_triton``.
+    ``*_rows`` are (inner, groups) of operands that broadcast over X's rows
+    (graphopt.fused.broadcast_rows); scale and bias are then contiguous [groups, cols], the residual
+    [groups, cols] with its own row stride. The residual has X's rows by default."""
     rows, cols = x2d.shape
+    residual_rows = residual_rows or (1, rows)
     has_residual = residual2d is not None
     strides = (x2d.stride(0), residual2d.stride(0) if has_residual else 0)
     aligned = is_aligned(cols, strides)
@@ -218,6 +274,7 @@ def launch_norm_act(
         rows, cols, strides[0], strides[1],
         float(eps), int(norm), int(activation),
         int(scale is not None), int(bias is not None), int(has_residual),
+        *map(int, (*scale_rows, *bias_rows, *residual_rows)),
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, ITERS=tier.iters, LOOPED=tier.looped,
         EVEN=tier.exact, num_warps=tier.num_warps,
     )  # fmt: skip
@@ -231,6 +288,8 @@ _AOT_ARGS = (
     ("rows", "i32"), ("cols", "i32"), ("stride_x", "i64"), ("stride_r", "i64"),
     ("eps", "fp32"), ("norm", "i32"), ("activation", "i32"),
     ("has_scale", "i32"), ("has_bias", "i32"), ("has_residual", "i32"),
+    ("w_inner", "i32"), ("w_groups", "i32"), ("b_inner", "i32"), ("b_groups", "i32"),
+    ("r_inner", "i32"), ("r_groups", "i32"),
 )  # fmt: skip
 AOT_KERNEL = KernelSpec(
     "NormAct", norm_act_kernel, _AOT_ARGS,

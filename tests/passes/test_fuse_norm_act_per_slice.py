@@ -1,0 +1,224 @@
+"""Per-slice scale and bias (per-feature norms after batching) and broadcast residuals fuse into
+NormAct, through both ONNX exporters and torch.export; what the kernel cannot read stays, with a
+near miss naming why."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from exporting import (
+    ONNX_PATHS,
+    call_targets,
+    export_onnx,
+    export_torch,
+    feeds_for,
+    float64_reference,
+    near_misses,
+    op_types,
+    optimize_checked,
+    run_onnx,
+)
+from onnx import TensorProto, helper, numpy_helper
+
+import graphopt
+from models.per_feature_split import PerFeatureSplitStack, example_inputs
+
+N, B, D = 32, 3, 16
+
+
+def _assert_matches_float64(got, module, args):
+    (expected,) = float64_reference(module, args)
+    np.testing.assert_allclose(np.asarray(got, dtype=np.float64), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("hidden", "ops"),
+    [
+        (None, ["Reshape", "NormAct", "MatMul", "Add", "Relu"]),
+        (4, ["Reshape", "NormAct", "MatMul", "Add"]),  # the per-feature Linear(D, 4): one batched matmul
+    ],
+)
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_per_feature_norms_become_one_norm_act(path, hidden, ops):
+    module, args = PerFeatureSplitStack(N, B, D, hidden=hidden).eval(), example_inputs(N, B, D)
+    model = export_onnx(module, args, path)
+
+    optimized, report = optimize_checked(model)
+
+    assert op_types(optimized) == ops
+    norm_act = next(n for n in optimized.graph.node if n.op_type == "NormAct")
+    weights = {i.name: list(i.dims) for i in optimized.graph.initializer}
+    assert [weights[name] for name in norm_act.input[1:3]] == [[N, 1, D], [N, 1, D]]
+    assert report.rule_counts["fuse_norm_scale_bias_act"] == 1
+    _assert_matches_float64(run_onnx(optimized, feeds_for(model, args))[0], module, args)
+
+
+@pytest.mark.parametrize("hidden", [None, 4])
+def test_per_feature_norms_through_torch_export(hidden):
+    module, args = PerFeatureSplitStack(N, B, D, hidden=hidden).eval(), example_inputs(N, B, D)
+
+    optimized, _ = optimize_checked(export_torch(module, args, "exported"))
+
+    targets = call_targets(optimized)
+    assert Counter(targets)["graphopt.norm_act.default"] == 1
+    assert not any("layer_norm" in t or "tanh" in t for t in targets)
+    with torch.no_grad():
+        _assert_matches_float64(optimized.module()(*args).numpy(), module, args)
+
+
+def test_per_slice_scale_keeps_the_narrow_linear_out_of_the_norm_kernel():
+    # NormActLinear reads one scale row for all rows: a per-slice NormAct must not fold into it.
+    module, args = PerFeatureSplitStack(N, B, D).eval(), example_inputs(N, B, D)
+    optimized, report = optimize_checked(export_onnx(module, args, "dynamo"))
+    assert "NormActLinear" not in op_types(optimized)
+    assert any("per slice" in r.reason for p in report.passes for r in p.near_misses)
+
+
+class PositionResidual(torch.nn.Module):
+    """x + a position embedding that broadcasts over the batch → LayerNorm (→ GELU)."""
+
+    def __init__(self, shape, d=64, act=False):
+        super().__init__()
+        self.position = torch.nn.Parameter(torch.randn(shape))
+        self.norm = torch.nn.LayerNorm(d)
+        self.act = act
+
+    def forward(self, x):
+        y = self.norm(x + self.position)
+        return torch.nn.functional.gelu(y) if self.act else y
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "r_shape"),
+    [((2, 16, 64), (1, 16, 64)), ((2, 32, 64), (32, 64))],
+    ids=["distilbert", "whisper"],
+)
+@pytest.mark.parametrize("act", [False, True])
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_broadcast_residual_fuses(path, x_shape, r_shape, act):
+    module, args = PositionResidual(r_shape, act=act).eval(), (torch.randn(x_shape),)
+    model = export_onnx(module, args, path)
+
+    optimized, report = optimize_checked(model)
+
+    assert op_types(optimized) == ["NormAct"]
+    residual = next(n for n in optimized.graph.node if n.op_type == "NormAct").input[3]
+    assert [list(i.dims) for i in optimized.graph.initializer if i.name == residual] == [list(r_shape)]
+    assert not near_misses(report, "fuse_add_norm")
+    _assert_matches_float64(run_onnx(optimized, feeds_for(model, args))[0], module, args)
+
+
+def test_broadcast_residual_through_torch_export():
+    module, args = PositionResidual((32, 64), act=True).eval(), (torch.randn(2, 32, 64),)
+    optimized, _ = optimize_checked(export_torch(module, args, "exported"))
+    assert call_targets(optimized) == ["graphopt.add_norm_act.default", "<built-in function getitem>"]
+    with torch.no_grad():
+        _assert_matches_float64(optimized.module()(*args).numpy(), module, args)
+
+
+def _hand_built(nodes, x_shape, constants, extra_inputs=()):
+    """x → nodes → y, float32, with ``constants`` as initializers (name → array)."""
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)]
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in extra_inputs],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, x_shape)],
+        [numpy_helper.from_array(a.astype(np.float32), name) for name, a in constants.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def _norm_mul_add_tanh(x_shape, scale, bias, norm_inputs=("x", "ones")):
+    nodes = [
+        helper.make_node("LayerNormalization", list(norm_inputs), ["h"], axis=-1, epsilon=1e-5),
+        helper.make_node("Mul", ["h", "s"], ["m"]),
+        helper.make_node("Add", ["m", "c"], ["a"]),
+        helper.make_node("Tanh", ["a"], ["y"]),
+    ]
+    rng = np.random.default_rng(0)
+    constants = {
+        "ones": np.ones(x_shape[-1]),
+        "s": rng.standard_normal(scale),
+        "c": rng.standard_normal(bias),
+    }
+    return _hand_built(nodes, x_shape, constants)
+
+
+def test_hand_built_per_slice_chain_fuses():
+    optimized, _ = optimize_checked(_norm_mul_add_tanh([4, 3, 8], (4, 1, 8), (4, 1, 8)))
+    assert op_types(optimized) == ["NormAct"]
+
+
+@pytest.mark.parametrize(
+    ("x", "scale", "why"),
+    [
+        ([4, 3, 8], (4, 3, 1), "does not end in the normalized dims"),  # one value per row
+        ([4, 3, 5, 8], (4, 1, 5, 8), "more than one block"),
+    ],
+)
+def test_scale_the_kernel_cannot_read_stays(x, scale, why):
+    optimized, report = optimize_checked(_norm_mul_add_tanh(x, scale, (x[-1],)))
+    assert "NormAct" not in op_types(optimized)
+    assert any(why in r for r in near_misses(report, "fuse_norm_scale_bias_act"))
+
+
+def test_norm_with_its_own_scale_before_a_mul_stays():
+    model = _norm_mul_add_tanh([4, 3, 8], (4, 1, 8), (4, 1, 8), norm_inputs=("x", "s8"))
+    model.graph.initializer.append(numpy_helper.from_array(np.full(8, 2.0, np.float32), "s8"))
+    optimized, report = optimize_checked(model)
+    assert "NormAct" not in op_types(optimized)
+    assert any("weights of its own" in r for r in near_misses(report, "fuse_norm_scale_bias_act"))
+
+
+def test_scale_computed_at_run_time_stays():
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "ones"], ["h"], axis=-1, epsilon=1e-5),
+        helper.make_node("Mul", ["h", "s"], ["m"]),
+        helper.make_node("Tanh", ["m"], ["y"]),
+    ]
+    model = _hand_built(nodes, [4, 3, 8], {"ones": np.ones(8)}, extra_inputs=[("s", [4, 1, 8])])
+    optimized, report = graphopt.optimize(model)
+    assert "NormAct" not in op_types(optimized)
+    assert any("computed at run time" in r for r in near_misses(report, "fuse_norm_scale_act"))
+
+
+def test_rms_norm_then_bias_stays():
+    nodes = [
+        helper.make_node("RMSNormalization", ["x", "ones"], ["h"], axis=-1, epsilon=1e-5),
+        helper.make_node("Add", ["h", "c"], ["a"]),
+        helper.make_node("Tanh", ["a"], ["y"]),
+    ]
+    constants = {"ones": np.ones(8), "c": np.ones((4, 1, 8))}
+    graph = _hand_built(nodes, [4, 3, 8], constants)
+    graph.opset_import[0].version = 23
+    _, report = graphopt.optimize(graph)
+    assert any("RMS norm" in r for r in near_misses(report, "fuse_norm_bias_act"))
+
+
+def test_residual_over_two_blocks_of_dims_stays():
+    # (no activation: with one, the norm fuses alone and the add's near miss is moot)
+    nodes = [
+        helper.make_node("Add", ["x", "r"], ["s"]),
+        helper.make_node("LayerNormalization", ["s", "ones"], ["y"], axis=-1, epsilon=1e-5),
+    ]
+    constants = {"ones": np.ones(8), "r": np.ones((2, 1, 4, 8))}
+    optimized, report = optimize_checked(_hand_built(nodes, [2, 3, 4, 8], constants))
+    assert "more than one block" in " ".join(near_misses(report, "fuse_add_norm"))
+    assert op_types(optimized) == ["Add", "LayerNormalization"]
+
+
+def test_a_bias_added_before_the_norm_is_no_residual():
+    # MatMul → Add(bias [D]) → norm: the add is a linear layer's bias, which the runtime fuses with
+    # its matmul; taking it as a one-row residual would leave the matmul alone.
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["p"]),
+        helper.make_node("Add", ["p", "b"], ["s"]),
+        helper.make_node("LayerNormalization", ["s", "ones"], ["y"], axis=-1, epsilon=1e-5),
+    ]
+    rng = np.random.default_rng(1)
+    constants = {"w": rng.standard_normal((8, 8)), "b": rng.standard_normal(8), "ones": np.ones(8)}
+    optimized, report = optimize_checked(_hand_built(nodes, [3, 8], constants))
+    assert op_types(optimized) == ["MatMul", "Add", "LayerNormalization"]
+    assert any("a bias" in r for r in near_misses(report, "fuse_add_norm"))
