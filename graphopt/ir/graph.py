@@ -1,8 +1,9 @@
 """Graph, Node, Value: the one IR both frontends load into and every pass works on.
 
 A node owns its outputs; a value knows its producer, its ordered uses, its dtype and its shape
-(dims are ints, symbolic names such as "batch", or None when unknown). Passes read node inputs but
-never assign them: the graph's few edits (add, replace all uses, erase) keep use lists right.
+(dims are ints, symbolic names such as "batch", or None when unknown). A node's inputs are a tuple
+written only through its own methods, and a value hands out its uses as a snapshot, so use lists
+stay right whoever edits: the node and the graph's few edits (add, replace all uses, erase).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Use(NamedTuple):
 
 
 class Value:
-    __slots__ = ("const", "dtype", "index", "meta", "name", "producer", "shape", "uses")
+    __slots__ = ("_uses", "const", "dtype", "index", "meta", "name", "producer", "shape")
 
     def __init__(self, name: str, dtype: DType | None, shape: Shape | None, producer=None, index=0):
         self.name = name
@@ -37,7 +38,7 @@ class Value:
         self.shape = None if shape is None else tuple(shape)
         self.producer: Node | None = producer
         self.index = index
-        self.uses: list[Use] = []
+        self._uses: dict[Use, None] = {}  # (a dict: in the order readers came, each found at once)
         self.const: Tensor | None = None  # set for graph constants (initializers, frozen weights)
         self.meta: dict[str, Any] = {}
 
@@ -52,9 +53,14 @@ class Value:
             return None
         return self.shape  # type: ignore[return-value]
 
+    @property
+    def uses(self) -> tuple[Use, ...]:
+        """Who reads this value, in the order they came: a snapshot, unchanged by later edits."""
+        return tuple(self._uses)
+
     def users(self) -> list[Node]:
         """Distinct consuming nodes, in use order."""
-        return list(dict.fromkeys(use.node for use in self.uses))
+        return list(dict.fromkeys(use.node for use in self._uses))
 
     def __repr__(self) -> str:
         dims = "?" if self.shape is None else ",".join("?" if d is None else str(d) for d in self.shape)
@@ -66,7 +72,7 @@ class Node:
 
     def __init__(self, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any], name: str):
         self.op = op
-        self._inputs: list[Value | None] = list(inputs)
+        self._inputs: tuple[Value | None, ...] = tuple(inputs)
         self.attrs = dict(attrs)
         self.name = name
         self.outputs: list[Value] = []
@@ -79,11 +85,42 @@ class Node:
 
     @property
     def inputs(self) -> tuple[Value | None, ...]:
-        return tuple(self._inputs)
+        return self._inputs
 
     def input(self, i: int) -> Value | None:
         """Input i, or None when it is absent (an omitted optional input)."""
         return self._inputs[i] if i < len(self._inputs) else None
+
+    def replace_input_with(self, index: int, value: Value | None) -> None:
+        """Reads ``value`` (None: nothing) as input ``index``; both values' use lists follow."""
+        old = self._inputs[index]
+        if old is not None:
+            del old._uses[Use(self, index)]
+        self._inputs = (*self._inputs[:index], value, *self._inputs[index + 1 :])
+        if value is not None:
+            value._uses[Use(self, index)] = None
+            if self.graph is not None:  # (reading a value produced later breaks the order)
+                self.graph._ordered = False
+
+    def set_inputs(self, values: Sequence[Value | None]) -> None:
+        """Reads ``values`` instead: inputs past their count go, and each input that differs is
+        rewired (one that stays keeps its place in its value's use list)."""
+        for index in range(len(self._inputs) - 1, len(values) - 1, -1):
+            self.replace_input_with(index, None)
+        self._inputs = self._inputs[: len(values)] + (None,) * (len(values) - len(self._inputs))
+        for index, value in enumerate(values):
+            if self._inputs[index] is not value:
+                self.replace_input_with(index, value)
+
+    def _link(self, linked: bool) -> None:
+        """Adds (or removes) this node's reads to (from) the use lists of the values it reads."""
+        for index, value in enumerate(self._inputs):
+            if value is None:
+                continue
+            if linked:
+                value._uses[Use(self, index)] = None
+            else:
+                del value._uses[Use(self, index)]
 
     @property
     def output(self) -> Value:
@@ -138,7 +175,7 @@ class Graph:
         return self._output_count.get(value, 0) > 0
 
     def is_used(self, value: Value) -> bool:
-        return bool(value.uses) or self.is_output(value)
+        return bool(value._uses) or self.is_output(value)
 
     def values(self) -> Iterator[Value]:
         yield from self.inputs
@@ -203,9 +240,7 @@ class Graph:
         for index, (out_name, dtype, shape) in enumerate(outputs):
             self._claim(out_name)
             node.outputs.append(Value(out_name, dtype, shape, producer=node, index=index))
-        for index, value in enumerate(inputs):
-            if value is not None:
-                value.uses.append(Use(node, index))
+        node._link(True)
         node.graph = self
         # Appended after every value it reads (they all exist already): a topological order stays one.
         self._nodes[node] = None
@@ -225,33 +260,15 @@ class Graph:
         stays topological (no re-sort needed)."""
         if old is new:
             return
-        for use in old.uses:
-            use.node._inputs[use.index] = new
-            new.uses.append(use)
-        old.uses = []
+        for node, index in old.uses:
+            node._inputs = (*node._inputs[:index], new, *node._inputs[index + 1 :])
+            new._uses[Use(node, index)] = None
+        old._uses = {}
         if not new_is_earlier:
             self._ordered = False
         if self.is_output(old):
             self.outputs = [new if v is old else v for v in self.outputs]
             self._output_count[new] += self._output_count.pop(old)
-
-    def set_input(self, node: Node, index: int, value: Value | None) -> None:
-        """Rewires one input; for frontends and the rewrite driver, not for rules."""
-        old = node._inputs[index]
-        if old is not None:
-            old.uses.remove((node, index))
-        node._inputs[index] = value
-        if value is not None:
-            value.uses.append(Use(node, index))
-        self._ordered = False
-
-    def truncate_inputs(self, node: Node, count: int) -> None:
-        """Drops the inputs of ``node`` after the first ``count`` (reading less keeps any order)."""
-        for index in range(len(node._inputs) - 1, count - 1, -1):
-            value = node._inputs[index]
-            if value is not None:
-                value.uses.remove((node, index))
-        del node._inputs[count:]
 
     def erase(self, node: Node) -> None:
         """Removes a node whose outputs nobody reads."""
@@ -259,9 +276,7 @@ class Graph:
             if self.is_used(value):
                 readers = ", ".join(repr(u.node.name) for u in value.uses) or "the graph outputs"
                 raise GraphError(f"cannot erase {node.op} {node.name!r}: {value.name!r} is read by {readers}")
-        for index, value in enumerate(node._inputs):
-            if value is not None:
-                value.uses.remove((node, index))  # (equal to the Use: no NamedTuple built to find it)
+        node._link(False)  # (its inputs stay, for revive)
         del self._nodes[node]
         del self._by_op[node.op][node]
         node.graph = None
@@ -276,14 +291,12 @@ class Graph:
         if node.graph is not None:
             raise GraphError(f"cannot revive {node.op} {node.name!r}: it is in a graph")
         reads = reads or {}
-        inputs = [None if v is None else reads.get(v, v) for v in node._inputs]
+        inputs = tuple(None if v is None else reads.get(v, v) for v in node._inputs)
         for value in inputs:
             if value is not None and not self._owns(value):
                 raise GraphError(f"cannot revive {node.name!r}: {value.name!r} is not a value of this graph")
         node._inputs = inputs
-        for index, value in enumerate(inputs):
-            if value is not None:
-                value.uses.append(Use(node, index))
+        node._link(True)
         for value in node.outputs:
             value.producer = node
         node.graph = self
@@ -304,7 +317,7 @@ class Graph:
         for node in self._nodes:
             # A node that references no value and no graph closes no cycle: values still name their
             # producer and readers, but no reference leads back to them.
-            node._inputs = []
+            node._inputs = ()
             node.outputs = []
             node.graph = None
         self._nodes.clear()

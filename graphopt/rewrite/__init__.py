@@ -7,19 +7,20 @@ from .driver import (
     apply_rules,
     count_rewrite,
     erase_dead,
-    external_use,
     may_rewrite,
     replace_value,
     rewrite_budget,
     rewrite_match,
+    why_kept,
 )
 from .passes import Pass, rewrite_pass
-from .pattern import Match, NodePattern, Var, match, op
+from .pattern import Either, Match, NodePattern, Var, either, match, op
 from .rule import Builder, Decline, Fail, InPlace, Rule
 
 __all__ = [
     "Builder",
     "Decline",
+    "Either",
     "Fail",
     "InPlace",
     "Match",
@@ -32,8 +33,8 @@ __all__ = [
     "Var",
     "apply_rules",
     "count_rewrite",
+    "either",
     "erase_dead",
-    "external_use",
     "match",
     "may_rewrite",
     "op",
@@ -41,4 +42,5 @@ __all__ = [
     "rewrite_budget",
     "rewrite_match",
     "rewrite_pass",
+    "why_kept",
 ]
