@@ -20,6 +20,7 @@ from graphopt.passes import (
     fold_shape_inputs,
     fuse_norm_act,
     fuse_norm_act_linear,
+    merge_recognized_duplicates,
     normalize_axes,
     recognize_activations,
     recognize_linear,
@@ -32,32 +33,9 @@ from graphopt.passes import (
 
 from .errors import BadInput
 from .ir import Graph, verify
-from .rewrite import NearMiss, Pass, RewriteStats
+from .rewrite import NearMiss, Pass
 
 log = logging.getLogger(__name__)
-
-# A merge can leave a reshape whose only reader is now another reshape (two equal views of one
-# value become one): collapse again after a merge, until a merge finds nothing.
-_MERGE_ROUNDS = 4
-
-
-def _merge_then_collapse(graph: Graph) -> RewriteStats:
-    total = RewriteStats()
-    for _ in range(_MERGE_ROUNDS):
-        merged = eliminate_common_subexpressions.AFTER_RECOGNITION.run(graph)
-        total.merge(merged)
-        if not merged.counts:
-            break
-        total.merge(collapse_reshapes.PASS.run(graph))
-    return total
-
-
-MERGE_RECOGNIZED_DUPLICATES = Pass(
-    eliminate_common_subexpressions.AFTER_RECOGNITION.name,
-    eliminate_common_subexpressions.AFTER_RECOGNITION.description
-    + " Reshape chains that a merge joins collapse again.",
-    _merge_then_collapse,
-)
 
 PIPELINE: tuple[Pass, ...] = (
     remove_identity.PASS,
@@ -82,7 +60,7 @@ PIPELINE: tuple[Pass, ...] = (
     collapse_reshapes.PASS,
     # (after batching and reshape collapsing too: two batched rewrites of one source each view it the
     # same way, and values that differed by a no-op reshape are equal now)
-    MERGE_RECOGNIZED_DUPLICATES,
+    merge_recognized_duplicates.PASS,
     fuse_norm_act.PASS,
     fuse_norm_act_linear.PASS,
     # (last but dead-node removal: a recognizer is a means, not a result)

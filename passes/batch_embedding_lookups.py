@@ -28,8 +28,16 @@ from graphopt.horizontal.chains import Chain, first_difference, signature, trace
 from graphopt.horizontal.reachability import depends_on_any
 from graphopt.ir import DType, Graph, Node, Op, Tensor, Value, constant_of, opaque_name
 from graphopt.ir.ops import VIEWS
-from graphopt.rewrite import Builder, Fail, NearMiss, Pass, RewriteStats
-from graphopt.rewrite.driver import count_rewrite, may_rewrite, replace_value
+from graphopt.rewrite import (
+    Builder,
+    Fail,
+    NearMiss,
+    Pass,
+    RewriteStats,
+    count_rewrite,
+    may_rewrite,
+    replace_value,
+)
 
 RULE = "batch_embedding_lookups"
 ATEN_EMBEDDING = opaque_name("aten", "embedding.default")

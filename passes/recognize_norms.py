@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from graphopt.ir import Op, constant_of
-from graphopt.rewrite import Fail, Rule, either, op, rewrite_pass, why_kept
+from graphopt.rewrite import Either, Fail, Rule, op, rewrite_pass, why_kept
 from graphopt.rewrite.scalars import scalar_operand
 
 
 def _inverse_sqrt(numerator, denominator):
-    return either(
+    return Either(
         "inverse",
         div=op.div(numerator, op.sqrt(denominator)),
         rsqrt=op.mul(numerator, op.rsqrt(denominator)),
@@ -27,7 +27,7 @@ def _inverse_sqrt(numerator, denominator):
 
 
 def _square(value):
-    return either("square", pow=op.pow(value, 2.0), mul=op.mul(value, value))
+    return Either("square", pow=op.pow(value, 2.0), mul=op.mul(value, value))
 
 
 def layer_norm_pattern(x, eps):

@@ -2,7 +2,7 @@
 
 from .dtypes import DType
 from .graph import Dim, Graph, GraphError, Node, Shape, Use, Value, constant_of
-from .infer import broadcast, infer_outputs, normalize_axis
+from .infer import infer_outputs, normalize_axis
 from .ops import Op, is_canonical, opaque_name
 from .printer import format_graph, format_node, op_counts
 from .provenance import origins, record_origins
@@ -20,7 +20,6 @@ __all__ = [
     "Tensor",
     "Use",
     "Value",
-    "broadcast",
     "constant_of",
     "format_graph",
     "format_node",

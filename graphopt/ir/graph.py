@@ -1,9 +1,8 @@
 """Graph, Node, Value: the one IR both frontends load into and every pass works on.
 
 A node owns its outputs; a value knows its producer, its ordered uses, its dtype and its shape
-(dims are ints, symbolic names such as "batch", or None when unknown). A node's inputs are a tuple
-written only through its own methods, and a value hands out its uses as a snapshot, so use lists
-stay right whoever edits: the node and the graph's few edits (add, replace all uses, erase).
+(dims are ints, symbolic names such as "batch", or None when unknown). Only a node's own methods
+write its inputs (a tuple), and a value hands out its uses as a snapshot: use lists stay right.
 """
 
 from __future__ import annotations
@@ -62,9 +61,14 @@ class Value:
         """Distinct consuming nodes, in use order."""
         return list(dict.fromkeys(use.node for use in self._uses))
 
-    def __repr__(self) -> str:
+    @property
+    def type_text(self) -> str:
+        """``float32[batch,8]``: the dtype and each dim, ``?`` where unknown."""
         dims = "?" if self.shape is None else ",".join("?" if d is None else str(d) for d in self.shape)
-        return f"%{self.name}: {self.dtype}[{dims}]"
+        return f"{self.dtype}[{dims}]"
+
+    def __repr__(self) -> str:
+        return f"%{self.name}: {self.type_text}"
 
 
 class Node:
@@ -103,8 +107,7 @@ class Node:
                 self.graph._ordered = False
 
     def set_inputs(self, values: Sequence[Value | None]) -> None:
-        """Reads ``values`` instead: inputs past their count go, and each input that differs is
-        rewired (one that stays keeps its place in its value's use list)."""
+        """Reads ``values`` instead; an input that stays keeps its place in its value's use list."""
         for index in range(len(self._inputs) - 1, len(values) - 1, -1):
             self.replace_input_with(index, None)
         self._inputs = self._inputs[: len(values)] + (None,) * (len(values) - len(self._inputs))
@@ -115,11 +118,9 @@ class Node:
     def _link(self, linked: bool) -> None:
         """Adds (or removes) this node's reads to (from) the use lists of the values it reads."""
         for index, value in enumerate(self._inputs):
-            if value is None:
-                continue
-            if linked:
+            if value is not None and linked:
                 value._uses[Use(self, index)] = None
-            else:
+            elif value is not None:
                 del value._uses[Use(self, index)]
 
     @property
@@ -260,12 +261,10 @@ class Graph:
         stays topological (no re-sort needed)."""
         if old is new:
             return
+        ordered = self._ordered and new_is_earlier
         for node, index in old.uses:
-            node._inputs = (*node._inputs[:index], new, *node._inputs[index + 1 :])
-            new._uses[Use(node, index)] = None
-        old._uses = {}
-        if not new_is_earlier:
-            self._ordered = False
+            node.replace_input_with(index, new)
+        self._ordered = ordered
         if self.is_output(old):
             self.outputs = [new if v is old else v for v in self.outputs]
             self._output_count[new] += self._output_count.pop(old)

@@ -70,12 +70,7 @@ UNARY_POINTWISE = frozenset(
 )
 BINARY_POINTWISE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW})
 COMMUTATIVE = frozenset({Op.ADD, Op.MUL})
-POINTWISE = UNARY_POINTWISE | BINARY_POINTWISE | {Op.CAST, Op.IDENTITY}
-NORMS = frozenset({Op.LAYER_NORM, Op.RMS_NORM})
 VIEWS = frozenset({Op.RESHAPE, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY})
-
-# Activations the fused ops implement, with the attributes that select each one's exact form.
-ACTIVATIONS = frozenset({Op.RELU, Op.TANH, Op.GELU, Op.SILU, Op.SIGMOID})
 
 
 def is_canonical(op: str) -> bool:

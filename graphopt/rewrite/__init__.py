@@ -1,20 +1,17 @@
 """Rules (pattern, check, replace), the driver that applies them, and passes."""
 
+from .budget import RewriteBudget, count_rewrite, may_rewrite, rewrite_budget
 from .driver import (
     NearMiss,
-    RewriteBudget,
     RewriteStats,
     apply_rules,
-    count_rewrite,
     erase_dead,
-    may_rewrite,
     replace_value,
-    rewrite_budget,
     rewrite_match,
     why_kept,
 )
 from .passes import Pass, rewrite_pass
-from .pattern import Either, Match, NodePattern, Var, either, match, op
+from .pattern import Either, Match, NodePattern, Var, match, op
 from .rule import Builder, Decline, Fail, InPlace, Rule
 
 __all__ = [
@@ -33,7 +30,6 @@ __all__ = [
     "Var",
     "apply_rules",
     "count_rewrite",
-    "either",
     "erase_dead",
     "match",
     "may_rewrite",

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from ..ir import Graph, GraphError, Node, Value, record_origins
 from ..ir.provenance import has_origins
+from .budget import count_rewrite, may_rewrite
 from .origin import note_origin
 from .pattern import Either, Match, NodePattern, match
 from .rule import Builder, Decline, Fail, InPlace, Rule
-
-log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 100
 
@@ -40,54 +36,13 @@ class RewriteStats:
         self.near_misses.extend(m for m in other.near_misses if m not in seen)
 
 
-@dataclass
-class RewriteBudget:
-    """At most ``limit`` rewrites while it is active, and which one was done last.
-
-    Bisection replays a pass up to its n-th rewrite to find the one that changed the outputs; a pass
-    that rewrites outside ``apply_rules`` takes part by asking ``may_rewrite`` and calling
-    ``count_rewrite``.
-    """
-
-    limit: float
-    done: int = 0
-    last: tuple[str, str] | None = None  # (rule, root node) of the latest rewrite
-
-
-_budget: ContextVar[RewriteBudget | None] = ContextVar("rewrite_budget", default=None)
-
-
-@contextlib.contextmanager
-def rewrite_budget(limit: float = float("inf")) -> Iterator[RewriteBudget]:
-    """Limits (and counts) the rewrites done inside the ``with`` block."""
-    budget = RewriteBudget(limit)
-    token = _budget.set(budget)
-    try:
-        yield budget
-    finally:
-        _budget.reset(token)
-
-
-def may_rewrite() -> bool:
-    budget = _budget.get()
-    return budget is None or budget.done < budget.limit
-
-
-def count_rewrite(rule: str, node: str) -> None:
-    budget = _budget.get()
-    if budget is not None:
-        budget.done += 1
-        budget.last = (rule, node)
-
-
 def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = False) -> RewriteStats:
     """Applies the rules until none matches. After the first round only the neighbourhood of what the
     previous round changed is searched again: a match needs a changed node within its pattern's depth.
     Of those candidates, a rule tries the ones that ``_possible_roots`` leaves. ``keep_origin``: each
     new node keeps what it replaced, to be given back if no fusion consumes it (origin.py)."""
     stats = RewriteStats()
-    misses: dict[tuple[str, str], NearMiss] = {}
-    missed_at: dict[tuple[str, str], Node] = {}
+    misses: dict[tuple[str, str], tuple[NearMiss, Node]] = {}  # by (rule, node): the miss, where
     depth = max((pattern_depth(rule.root) for rule in rules), default=1)
     dirty: dict[str, list[Node]] | None = None  # by op; None: every node
     for _ in range(MAX_ROUNDS):
@@ -98,7 +53,7 @@ def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = Fals
                 candidates = graph.nodes_of(rule.root.ops)
             else:  # in creation order, as nodes_of gives them, without walking every node of the op
                 dirty_of_op = (n for op in rule.root.ops for n in dirty.get(op, ()))
-                candidates = sorted(dirty_of_op, key=_creation_order)
+                candidates = sorted(dirty_of_op, key=lambda n: n.seq)
             roots, reach = _possible_roots(graph, rule.root, len(candidates))  # roots None: all may match
             for node in candidates:
                 if roots is not None and node not in roots:
@@ -109,28 +64,22 @@ def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = Fals
                 if found is None:
                     continue
                 name = rule.name_of(found)
-                outcome = _qualify(graph, rule, found)
-                if outcome is None:
-                    continue  # the rule does not apply here, and nothing came close
+                outcome = _qualify(graph, rule, found)  # (None: the rule does not apply, nothing came close)
+                if outcome is not None and not isinstance(outcome, Fail) and may_rewrite():
+                    try:
+                        changes = rewrite_match(graph, name, outcome, rule.replace, keep_origin=keep_origin)
+                    except Decline as declined:
+                        outcome = Fail(declined.reason)
+                    else:
+                        touched += changes
+                        if roots is not None:  # (new reads can bring a needed op within reach of more nodes)
+                            roots |= _downstream(changes, reach)
+                        misses.pop((name, node.name), None)
+                        count_rewrite(name, node.name)
+                        stats.counts[name] += 1
+                        changed = True
                 if isinstance(outcome, Fail):
-                    misses[(name, node.name)] = NearMiss(name, node.name, outcome.reason)
-                    missed_at[(name, node.name)] = node
-                    continue
-                if not may_rewrite():
-                    continue
-                try:
-                    changed_nodes = rewrite_match(graph, name, outcome, rule.replace, keep_origin=keep_origin)
-                except Decline as declined:
-                    misses[(name, node.name)] = NearMiss(name, node.name, declined.reason)
-                    missed_at[(name, node.name)] = node
-                    continue
-                touched += changed_nodes
-                if roots is not None:  # (new reads can bring a needed op within reach of more nodes)
-                    roots |= _downstream(changed_nodes, reach)
-                misses.pop((name, node.name), None)
-                count_rewrite(name, node.name)
-                stats.counts[name] += 1
-                changed = True
+                    misses[(name, node.name)] = (NearMiss(name, node.name, outcome.reason), node)
         if not changed:
             break
         dirty = _by_op(_downstream([n for n in touched if n in graph], depth))
@@ -140,12 +89,8 @@ def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = Fals
         )
     graph.sort()
     # A near miss at a node that a later rewrite removed is no longer a miss.
-    stats.near_misses = [m for key, m in misses.items() if missed_at[key] in graph]
+    stats.near_misses = [miss for miss, at in misses.values() if at in graph]
     return stats
-
-
-def _creation_order(node: Node) -> int:
-    return node.seq
 
 
 def _by_op(nodes: Iterable[Node]) -> dict[str, list[Node]]:
@@ -189,7 +134,7 @@ def _possible_roots(graph: Graph, pattern, candidates: int) -> tuple[set[Node] |
 
 def _sub_patterns(pattern: NodePattern, path: tuple) -> Iterator[tuple[NodePattern, tuple]]:
     """Every node pattern within ``pattern``, with the ops of the patterns between it and the root
-    (the root's first; empty for the root itself). Those inside an ``either`` are needed by one
+    (the root's first; empty for the root itself). Those inside an ``Either`` are needed by one
     alternative only: not counted."""
     yield pattern, path
     for sub in pattern.inputs:
@@ -227,9 +172,8 @@ def _qualify(graph: Graph, rule: Rule, found: Match) -> Match | Fail | None:
 
 
 def why_kept(graph: Graph, values: Iterable[Value], replaced: Iterable[Node]) -> str | None:
-    """Why one of ``values`` cannot disappear when the ``replaced`` nodes do (it is a graph output, or
-    another node reads it): the one answer for a rule, a recognizer and a batching alike. None: all
-    may go."""
+    """Why one of ``values`` cannot disappear with the ``replaced`` nodes (a graph output, or another
+    node reads it), or None: the one answer for rules, recognizers and batching alike."""
     inside = set(replaced)
     for value in values:
         if graph.is_output(value):

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..ir import Graph, GraphError, Node, Value
+from .budget import count_rewrite, may_rewrite
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +142,6 @@ def _owned(graph: Graph, value: Value) -> bool:
 def restore_unfused(graph: Graph) -> tuple[dict[str, int], list[tuple[str, str]]]:
     """Gives back every recognized op still in the graph: counts by op, and (node, reason) for those
     that had to stay."""
-    from .driver import count_rewrite, may_rewrite
-
     counts: dict[str, int] = {}
     kept: list[tuple[str, str]] = []
     done: set[int] = set()

@@ -5,7 +5,7 @@
 
 ``op.<name>`` builds a node pattern for the canonical op of that name (``op.any_of(Op.RELU, Op.TANH)``
 for alternative ops), the pattern function's parameters match any value, one with a default of None
-also an absent input, and ``...`` as the last input accepts whatever inputs follow. ``either(tag,
+also an absent input, and ``...`` as the last input accepts whatever inputs follow. ``Either(tag,
 a=..., b=...)`` matches the first alternative that matches, and ``match.tags[tag]`` names it. A
 sub-pattern used twice must match the same node (decomposed norms read ``x - mean`` twice). A number
 matches a one-element constant of that value that acts as a scalar where it is read (``scalars.py``).
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -33,12 +34,12 @@ def canonical_op(name: str) -> str:
     return OPS_BY_NAME[name]
 
 
+@dataclass(frozen=True)
 class Var:
     """Matches any value (``optional=True``: also an absent input) and binds it by name."""
 
-    def __init__(self, name: str, optional: bool = False):
-        self.name = name
-        self.optional = optional
+    name: str
+    optional: bool = False
 
     def __repr__(self) -> str:
         return self.name
@@ -52,10 +53,9 @@ class NodePattern:
         self.attrs = attrs
         self.name: str | None = None
         self.output_index = 0
-        required = len(self.inputs)  # (a node may leave out the optional inputs at the end)
-        while required and isinstance(self.inputs[required - 1], Var) and self.inputs[required - 1].optional:
-            required -= 1
-        self.required = required
+        self.required = len(self.inputs)  # (a node may leave out the optional inputs at the end)
+        while self.required and getattr(self.inputs[self.required - 1], "optional", False):
+            self.required -= 1
 
     @cached_property
     def producer_wants(self) -> tuple[tuple[int, frozenset[str], int], ...]:
@@ -75,8 +75,7 @@ class NodePattern:
         return tuple(names) if len(names) == len(self.inputs) == len(set(names)) else None
 
     def fits(self, inputs: tuple) -> bool:
-        count = len(inputs)
-        return self.required <= count and (count <= len(self.inputs) or self.rest)
+        return self.required <= len(inputs) and (len(inputs) <= len(self.inputs) or self.rest)
 
     def named(self, name: str) -> NodePattern:
         """Binds the matched node as ``match.node(name)``."""
@@ -98,9 +97,9 @@ class Either:
     """Matches the first of ``alternatives`` that matches, and binds its label as ``match.tags[tag]``.
 
     ``ops`` is the union of the alternatives' ops when each is a node pattern (of one output index),
-    else empty: what the driver knows of the node an either of node patterns matches."""
+    else empty: what the driver knows of the node that alternative node patterns match."""
 
-    def __init__(self, tag: str, alternatives: dict[str, Any]):
+    def __init__(self, tag: str, /, **alternatives: Any):
         self.tag = tag
         self.alternatives = alternatives
         nodes = [p for p in alternatives.values() if isinstance(p, NodePattern)]
@@ -109,11 +108,7 @@ class Either:
         self.ops = frozenset().union(*(p.ops for p in nodes)) if uniform else frozenset()
 
     def __repr__(self) -> str:
-        return f"either({self.tag}: {' | '.join(f'{k}={v!r}' for k, v in self.alternatives.items())})"
-
-
-def either(tag: str, **alternatives: Any) -> Either:
-    return Either(tag, alternatives)
+        return f"Either({self.tag}: {' | '.join(f'{k}={v!r}' for k, v in self.alternatives.items())})"
 
 
 class _OpBuilder:
@@ -131,17 +126,17 @@ class _OpBuilder:
 op = _OpBuilder()
 
 
+@dataclass(eq=False)
 class Match:
     """What a pattern bound: values by parameter name, nodes by ``named()``, the label of each
-    ``either`` by its tag, and all matched nodes."""
+    ``Either`` by its tag, and all matched nodes."""
 
-    def __init__(self, root: Node, values: dict, nodes: dict[str, Node], matched: list[Node], tags: dict):
-        self.root = root
-        self.values: dict[str, Value | None] = values
-        self.nodes = nodes
-        self.matched = matched
-        self.tags: dict[str, str] = tags
-        self.info: dict[str, Any] = {}  # what check() derived, for replace()
+    root: Node
+    values: dict[str, Value | None]
+    nodes: dict[str, Node]
+    matched: list[Node]
+    tags: dict[str, str]
+    info: dict[str, Any] = field(default_factory=dict)  # what check() derived, for replace()
 
     def __getitem__(self, name: str) -> Value | None:
         return self.values[name]

@@ -1,6 +1,6 @@
 """A rule is three plain functions: pattern, check, replace.
 
-* ``pattern(x, ...)`` returns a node pattern (see pattern.py), or an ``either`` of node patterns;
+* ``pattern(x, ...)`` returns a node pattern (see pattern.py), or an ``Either`` of node patterns;
 * ``check(match)`` returns the match (optionally with derived ``info``), a ``Fail`` whose reason names
   the value or node that disqualified it (reported as a near miss), or None when the rule simply does
   not apply (nothing worth reporting);
@@ -40,16 +40,13 @@ class Decline(Exception):
         return str(self.args[0])
 
 
-CheckResult = Match | Fail | None
-
-
 @dataclass(frozen=True)
 class Rule:
     # ``{tag}`` in the name stands for the alternative the match took (``norm_from_ops[{square}]``)
     name: str
     pattern: Callable[..., NodePattern | Either]
     replace: Callable[[Builder, Match], Value | Sequence[Value]]
-    check: Callable[[Match], CheckResult] = field(default=lambda m: m)
+    check: Callable[[Match], Match | Fail | None] = field(default=lambda m: m)
     # Whether the values between the root and the pattern's inputs may have readers outside the match
     # (they then stay computed, so such a rule must still pay off with them kept).
     allow_external_uses: bool = False
