@@ -48,9 +48,8 @@ class Value:
     @property
     def static_shape(self) -> tuple[int, ...] | None:
         """The shape when every dim is a known integer."""
-        if self.shape is None or not all(isinstance(d, int) for d in self.shape):
-            return None
-        return self.shape  # type: ignore[return-value]
+        known = self.shape is not None and all(isinstance(d, int) for d in self.shape)
+        return self.shape if known else None  # type: ignore[return-value]
 
     @property
     def uses(self) -> tuple[Use, ...]:
@@ -99,7 +98,7 @@ class Node:
         """Reads ``value`` (None: nothing) as input ``index``; both values' use lists follow."""
         old = self._inputs[index]
         if old is not None:
-            del old._uses[Use(self, index)]
+            del old._uses[(self, index)]  # (equal to the Use: no NamedTuple built to find it)
         self._inputs = (*self._inputs[:index], value, *self._inputs[index + 1 :])
         if value is not None:
             value._uses[Use(self, index)] = None
@@ -114,14 +113,6 @@ class Node:
         for index, value in enumerate(values):
             if self._inputs[index] is not value:
                 self.replace_input_with(index, value)
-
-    def _link(self, linked: bool) -> None:
-        """Adds (or removes) this node's reads to (from) the use lists of the values it reads."""
-        for index, value in enumerate(self._inputs):
-            if value is not None and linked:
-                value._uses[Use(self, index)] = None
-            elif value is not None:
-                del value._uses[Use(self, index)]
 
     @property
     def output(self) -> Value:
@@ -241,7 +232,9 @@ class Graph:
         for index, (out_name, dtype, shape) in enumerate(outputs):
             self._claim(out_name)
             node.outputs.append(Value(out_name, dtype, shape, producer=node, index=index))
-        node._link(True)
+        for index, value in enumerate(node._inputs):
+            if value is not None:
+                value._uses[Use(node, index)] = None
         node.graph = self
         # Appended after every value it reads (they all exist already): a topological order stays one.
         self._nodes[node] = None
@@ -261,10 +254,13 @@ class Graph:
         stays topological (no re-sort needed)."""
         if old is new:
             return
-        ordered = self._ordered and new_is_earlier
-        for node, index in old.uses:
-            node.replace_input_with(index, new)
-        self._ordered = ordered
+        for use in old._uses:  # (each Use moves as it is)
+            node, index = use
+            node._inputs = (*node._inputs[:index], new, *node._inputs[index + 1 :])
+            new._uses[use] = None
+        old._uses = {}
+        if not new_is_earlier:
+            self._ordered = False
         if self.is_output(old):
             self.outputs = [new if v is old else v for v in self.outputs]
             self._output_count[new] += self._output_count.pop(old)
@@ -275,7 +271,9 @@ class Graph:
             if self.is_used(value):
                 readers = ", ".join(repr(u.node.name) for u in value.uses) or "the graph outputs"
                 raise GraphError(f"cannot erase {node.op} {node.name!r}: {value.name!r} is read by {readers}")
-        node._link(False)  # (its inputs stay, for revive)
+        for index, value in enumerate(node._inputs):  # (its inputs stay, for revive)
+            if value is not None:
+                del value._uses[(node, index)]
         del self._nodes[node]
         del self._by_op[node.op][node]
         node.graph = None
@@ -295,7 +293,9 @@ class Graph:
             if value is not None and not self._owns(value):
                 raise GraphError(f"cannot revive {node.name!r}: {value.name!r} is not a value of this graph")
         node._inputs = inputs
-        node._link(True)
+        for index, value in enumerate(inputs):
+            if value is not None:
+                value._uses[Use(node, index)] = None
         for value in node.outputs:
             value.producer = node
         node.graph = self
@@ -314,8 +314,7 @@ class Graph:
         longer needed: nodes and values reference each other, so without this only Python's cycle
         collector could free them, walking every one of them (half a second at 50,000 nodes)."""
         for node in self._nodes:
-            # A node that references no value and no graph closes no cycle: values still name their
-            # producer and readers, but no reference leads back to them.
+            # (a node that references no value and no graph closes no cycle: none leads back to it)
             node._inputs = ()
             node.outputs = []
             node.graph = None

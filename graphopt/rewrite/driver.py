@@ -161,7 +161,7 @@ def _downstream(nodes: list[Node], depth: int) -> set[Node]:
 
 
 def _qualify(graph: Graph, rule: Rule, found: Match) -> Match | Fail | None:
-    if not rule.allow_external_uses:
+    if not rule.allow_external_uses and len(found.matched) > 1:  # (a canonicalization: its root alone)
         reason = why_kept(graph, found.inner_values(), found.matched)
         if reason:
             return Fail(reason)

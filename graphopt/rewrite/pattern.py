@@ -17,7 +17,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from ..ir import Node, Op, Value, constant_of
@@ -53,29 +52,21 @@ class NodePattern:
         self.attrs = attrs
         self.name: str | None = None
         self.output_index = 0
-        self.required = len(self.inputs)  # (a node may leave out the optional inputs at the end)
-        while self.required and getattr(self.inputs[self.required - 1], "optional", False):
-            self.required -= 1
-
-    @cached_property
-    def producer_wants(self) -> tuple[tuple[int, frozenset[str], int], ...]:
-        """(input index, ops, output index) of each input that must come from a node (computed on
-        first use, when the pattern is complete)."""
-        return tuple(
+        required = len(self.inputs)  # (a node may leave out the optional inputs at the end)
+        while required and getattr(self.inputs[required - 1], "optional", False):
+            required -= 1
+        self.counts = range(required, 1 << 31 if self.rest else len(self.inputs) + 1)  # input counts that fit
+        # (input index, ops, output index) of each input that must come from a node (a sub-pattern is
+        # complete when it is passed in: Python builds the arguments first)
+        self.producer_wants = tuple(
             (i, p.ops, p.output_index)
             for i, p in enumerate(self.inputs)
             if isinstance(p, NodePattern | Either) and p.ops
         )
-
-    @cached_property
-    def flat_names(self) -> tuple[str, ...] | None:
-        """The names of the inputs, when every one is a distinct required variable (a pattern of one
-        node, such as the canonicalizations'): then a match is just the node's inputs bound by name."""
+        # The names of the inputs, when every one is a distinct required variable (a pattern of one
+        # node, such as the canonicalizations'): then a match is just the node's inputs bound by name.
         names = [p.name for p in self.inputs if isinstance(p, Var) and not p.optional]
-        return tuple(names) if len(names) == len(self.inputs) == len(set(names)) else None
-
-    def fits(self, inputs: tuple) -> bool:
-        return self.required <= len(inputs) and (len(inputs) <= len(self.inputs) or self.rest)
+        self.flat_names = tuple(names) if len(names) == len(self.inputs) == len(set(names)) else None
 
     def named(self, name: str) -> NodePattern:
         """Binds the matched node as ``match.node(name)``."""
@@ -166,10 +157,10 @@ def match(pattern: NodePattern | Either, node: Node) -> Match | None:
     """The first way ``pattern`` matches with ``node`` as its root, or None."""
     if pattern.output_index >= len(node.outputs) or not _may_match(pattern, node):
         return None
-    flat = pattern.flat_names if isinstance(pattern, NodePattern) else None
-    if flat is not None and node.op in pattern.ops and None not in node.inputs:
-        values = dict(zip(flat, node.inputs, strict=False))
-        return Match(node, values, {pattern.name: node} if pattern.name else {}, [node], {})
+    flat, inputs = (pattern.flat_names if isinstance(pattern, NodePattern) else None), node.inputs
+    if flat is not None and node.op in pattern.ops and None not in inputs:
+        named = {pattern.name: node} if pattern.name else {}
+        return Match(node, dict(zip(flat, inputs, strict=False)), named, [node], {})
     for binding in _match(pattern, node.outputs[pattern.output_index], {}):
         values = {k: v for k, v in binding.items() if isinstance(k, str)}
         nodes = {p: n for p, n in binding.items() if isinstance(p, NodePattern)}
@@ -187,7 +178,7 @@ def _may_match(pattern: NodePattern | Either, node: Node) -> bool:
     if isinstance(pattern, Either):
         return any(_may_match(p, node) for p in pattern.alternatives.values())
     inputs = node.inputs
-    if not pattern.fits(inputs):
+    if len(inputs) not in pattern.counts:
         return False
     wants = pattern.producer_wants
     if wants and len(inputs) < len(pattern.inputs):  # (optional inputs left out: absent)
@@ -240,11 +231,13 @@ def _match(pattern, value: Value | None, binding: dict, reader: Node | None = No
         if binding[pattern] is node:
             yield binding
         return
-    if node.op not in pattern.ops or value.index != pattern.output_index or not pattern.fits(node.inputs):
+    inputs = node.inputs
+    if node.op not in pattern.ops or value.index != pattern.output_index or len(inputs) not in pattern.counts:
         return
     if not all(_attr_matches(node.attrs.get(k), want) for k, want in pattern.attrs.items()):
         return
-    inputs = node.inputs + (None,) * (len(pattern.inputs) - len(node.inputs))
+    if len(inputs) < len(pattern.inputs):  # (optional inputs left out: absent)
+        inputs += (None,) * (len(pattern.inputs) - len(inputs))
     binding = {**binding, pattern: node}
     orders = [pattern.inputs]
     if node.op in COMMUTATIVE and len(pattern.inputs) == 2:
