@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 # The ONNX Runtime the venv gets: cpu (onnxruntime) or gpu (onnxruntime-gpu, on a CUDA machine).
 RUNTIME ?= cpu
 # Rebuild the package (and its ONNX Runtime library) when its build inputs change.
-BUILD_INPUTS := pyproject.toml $(shell find graphopt/ort graphopt/kernels -type f \( -name '*.cc' -o -name '*.h' -o -name '*.py' -o -name '*.cmake' -o -name 'CMakeLists.txt' -o -name '*.sh' \) 2>/dev/null)
+BUILD_INPUTS := pyproject.toml $(shell find graphopt/ort graphopt/kernels graphopt/fused -type f \( -name '*.cc' -o -name '*.h' -o -name '*.py' -o -name '*.cmake' -o -name 'CMakeLists.txt' -o -name '*.sh' \) 2>/dev/null)
 # The editable install maps each module to its file: adding or removing a module needs a reinstall.
 # $(MODULES) lists them, and is rewritten (so newer) only when the list changes.
 MODULES := $(VENV)/.modules

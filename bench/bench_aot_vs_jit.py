@@ -26,9 +26,9 @@ import torch
 import triton
 
 from graphopt.benchmark.timing import copy_bandwidth_bytes_per_s, gpu_us
-from graphopt.fused.table import Activation, Norm
+from graphopt.fused import Activation, Norm
+from graphopt.fused.norm_act.triton_kernel import launch_norm_act
 from graphopt.kernels import norm_act as norm_act_module
-from graphopt.kernels.norm_act import launch_norm_act
 
 REPO = Path(__file__).resolve().parent.parent
 ROWS = 16384

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import graphopt  # noqa: F401  (registers torch.ops.graphopt.*)
 from graphopt.benchmark.timing import copy_bandwidth_bytes_per_s, gpu_us, start_to_finish_us
-from graphopt.fused import torch_triton
-from graphopt.fused.table import Activation, Norm
+from graphopt.fused import Activation, Norm, torch_triton
+from graphopt.fused.norm_act import torch_impl as norm_act_impl
 
 EPS = 1e-5
 
@@ -60,7 +60,7 @@ def variants(x, weight, bias):
         return op(x, weight, bias, "layer", "gelu", EPS, -1)
 
     def glue():
-        return torch_triton.norm_act(
+        return norm_act_impl.launch(
             x, weight, bias, None, Norm.LAYER, Activation.GELU, EPS, x.dim() - 1, torch_triton.eager_launch
         )[0]
 

@@ -11,7 +11,7 @@ Run from the repository root on a machine with a CUDA GPU:
    tanh, out relu), and a sweep of K comparing the fused kernel with NormAct + cuBLAS linear, to
    pick the width above which the matmul should stay with cuBLAS.
 
-Every implementation is checked against the float64 reference of ``graphopt.fused.table`` (on a
+Every implementation is checked against the float64 reference of each fused op's spec (on a
 sample of rows) before it is timed, and the fused outputs are NaN-poisoned first so an unwritten
 element fails the check. Times are medians of single calls measured with CUDA events; a sleep
 kernel queued before each call keeps the GPU busy while the CPU launches, so CPU overhead is not
@@ -35,9 +35,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from graphopt.fused.table import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
-from graphopt.kernels.norm_act import launch_norm_act, norm_act_config
-from graphopt.kernels.norm_act_linear import launch_norm_act_linear, norm_act_linear_config
+from graphopt.fused import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
+from graphopt.fused.norm_act.triton_kernel import launch_norm_act, norm_act_config
+from graphopt.fused.norm_act_linear.triton_kernel import launch_norm_act_linear, norm_act_linear_config
 
 ROWS = 16384
 DIMS = (256, 1024, 4096, 8192)

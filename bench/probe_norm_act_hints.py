@@ -1,6 +1,6 @@
 """Probe on a GPU: do cache hints (loads with eviction_policy="evict_first", streaming ".cs" stores)
 or other block shapes bring NormAct on short rows closer to the HBM roofline? A stripped copy of the
-whole-row path of graphopt/kernels/norm_act.py (layer norm, affine, no residual) is timed in every
+whole-row path of graphopt/fused/norm_act/triton_kernel.py (layer norm, affine, no residual) is timed in every
 (block_m, num_warps) shape with each hint on and off, next to the shipped kernel and a device copy of
 the same bytes, through the same CUPTI timer as bench/bench_kernels.py.
 
@@ -23,8 +23,8 @@ import triton
 import triton.language as tl
 
 from bench.bench_kernels import GpuTimer, copies_needed, measure_copy_bandwidth
-from graphopt.fused.table import Activation, Norm
-from graphopt.kernels.norm_act import launch_norm_act, norm_act_config
+from graphopt.fused import Activation, Norm
+from graphopt.fused.norm_act.triton_kernel import launch_norm_act, norm_act_config
 from graphopt.kernels.row_norm import block_stats, load_affine, normalize_activate
 
 ROWS = 16384

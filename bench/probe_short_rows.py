@@ -33,9 +33,9 @@ import triton
 import triton.language as tl
 
 from bench.bench_kernels import GpuTimer, copies_needed, measure_copy_bandwidth
-from graphopt.fused.table import Activation, Norm
+from graphopt.fused import Activation, Norm
+from graphopt.fused.norm_act.triton_kernel import launch_norm_act, norm_act_config
 from graphopt.kernels.activations import _gelu_bf16, _gelu_fp16, apply_activation
-from graphopt.kernels.norm_act import launch_norm_act, norm_act_config
 from graphopt.kernels.ptx import bf16_to_f32, tanh_approx, widen
 from graphopt.kernels.row_norm import block_stats, load_affine, normalize_activate
 

@@ -1,6 +1,6 @@
 """Searches NormAct block shapes on a GPU: for each (dtype, row length), every (block_m, num_warps,
 iters) with 4 to 64 values per thread, against the tier the launch rules pick today. The tiers live
-in graphopt/kernels/norm_act.py.
+in graphopt/fused/norm_act/triton_kernel.py.
 
     python bench/tune_norm_act_tiers.py [--cases bfloat16:1024 float16:256 ...] [--exact] [--out FILE]
 
@@ -25,8 +25,8 @@ import torch
 import triton
 
 from bench.bench_kernels import GpuTimer, copies_needed, measure_copy_bandwidth
-from graphopt.fused.table import Activation, Norm
-from graphopt.kernels.norm_act import norm_act_config, norm_act_kernel
+from graphopt.fused import Activation, Norm
+from graphopt.fused.norm_act.triton_kernel import norm_act_config, norm_act_kernel
 
 ROWS = 16384
 

@@ -186,9 +186,9 @@ def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
 def op_display_name(op: str) -> str:
     """An op as people read it, in tables and pictures alike: ``layer_norm`` → LayerNorm, and a fused op
     by its name in the graphopt domain (``graphopt.NormActLinear``, as an ONNX model holds it)."""
-    from .picture.labels import FUSED_OPS, op_title
+    from .picture.labels import FUSED_IR_OPS, op_title
 
-    return f"graphopt.{op_title(op)}" if op in FUSED_OPS else op_title(op)
+    return f"graphopt.{op_title(op)}" if op in FUSED_IR_OPS else op_title(op)
 
 
 def _bytes(count: int) -> str:

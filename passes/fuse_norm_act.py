@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphopt.fused import Activation, Norm
 from graphopt.fused.onnx_decompose import MIN_OPSET as FALLBACK_MIN_OPSET
-from graphopt.fused.table import Activation, Norm
 from graphopt.ir import DType, Node, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass, why_kept
 

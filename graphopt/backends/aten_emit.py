@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..fused.registry import FUSED_OPS, by_ir_op
 from ..ir import GraphError, Node, Op, constant_of
 from .fx_build import FxBuilder
 
@@ -222,27 +223,20 @@ def _identity(b, node):
     return [_x(b, node)]
 
 
-def _fused_ops():
+def _fused(b, node):
+    """A fused op as the call of the torch form its present inputs select (its spec's forms)."""
     import graphopt.fused.torch_ops  # noqa: F401  (registers torch.ops.graphopt.*)
 
-    return torch.ops.graphopt
-
-
-def _norm_act(b, node):
-    attrs = node.attrs
-    x, scale, bias, residual = (b.arg(node.input(i)) for i in range(4))
-    tail = (attrs["norm"], attrs["activation"], float(attrs["eps"]), int(attrs.get("axis", -1)))
-    if residual is None:
-        return [b.call(_fused_ops().norm_act.default, (x, scale, bias, *tail), name=_name(node))]
-    both = b.call(_fused_ops().add_norm_act.default, (x, residual, scale, bias, *tail), name=node.name)
-    return [b.getitem(both, 0, _name(node, 0)), b.getitem(both, 1, _name(node, 1))]
-
-
-def _norm_act_linear(b, node):
-    attrs = node.attrs
-    inputs = tuple(b.arg(node.input(i)) for i in range(5))
-    tail = (attrs["norm"], attrs["activation"], float(attrs["eps"]), attrs.get("out_activation", "identity"))
-    return [b.call(_fused_ops().norm_act_linear.default, (*inputs, *tail), name=_name(node))]
+    op = by_ir_op(node.op)
+    form = op.form_for([node.input(i) is not None for i in range(len(op.inputs))])
+    args = [b.arg(node.input(op.port_index(port))) for port in form.inputs]
+    args += [a.value_type(node.attrs.get(a.ir_name, a.default)) for a in op.attributes]
+    target = getattr(torch.ops.graphopt, form.name).default
+    if len(form.outputs) == 1:
+        return [b.call(target, tuple(args), name=_name(node))]
+    call = b.call(target, tuple(args), name=node.name)
+    ports = [p.name for p in op.outputs]
+    return [b.getitem(call, form.outputs.index(ports[i]), _name(node, i)) for i in range(len(node.outputs))]
 
 
 _EMITTERS: dict[str, Emitter] = {
@@ -278,6 +272,5 @@ _EMITTERS: dict[str, Emitter] = {
     Op.VAR_MEAN: _var_mean,
     Op.MATMUL: _matmul,
     Op.LINEAR: _linear,
-    Op.NORM_ACT: _norm_act,
-    Op.NORM_ACT_LINEAR: _norm_act_linear,
+    **{op.ir_op: _fused for op in FUSED_OPS},
 }

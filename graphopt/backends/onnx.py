@@ -8,8 +8,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..frontends.onnx import _attribute_graphs, _captured_names
+from ..fused.spec import DOMAIN as FUSED_DOMAIN
 from ..ir import Graph, Node, Value
-from .onnx_emit import FUSED_DOMAIN, Emitter
+from .onnx_emit import Emitter
 
 DEFAULT_OPSET = 18
 

@@ -12,10 +12,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..fused.registry import FUSED_OPS, by_ir_op
+from ..fused.spec import DOMAIN
 from ..ir import DType, Graph, GraphError, Node, Op, Tensor
 from ..ir.ops import BINARY_POINTWISE
-
-FUSED_DOMAIN = "graphopt"
 
 
 class Emitter:
@@ -344,14 +344,11 @@ def _linear(e: Emitter, node: Node) -> None:
     e.node("Add", [product, bias], _outs(node), name=node.name)
 
 
-def _fused(op_type: str) -> Callable[[Emitter, Node], None]:
-    def emit(e: Emitter, node: Node) -> None:
-        attrs = dict(node.attrs)
-        attrs["epsilon"] = float(attrs.pop("eps"))
-        outputs = _outs(node)
-        e.node(op_type, node.inputs, outputs, name=node.name, domain=FUSED_DOMAIN, **attrs)
-
-    return emit
+def _fused(e: Emitter, node: Node) -> None:
+    """A fused op as its node of the graphopt domain, attributes under their ONNX names."""
+    op = by_ir_op(node.op)
+    attrs = {a.name: a.value_type(node.attrs[a.ir_name]) for a in op.attributes if a.ir_name in node.attrs}
+    e.node(op.name, node.inputs, _outs(node), name=node.name, domain=DOMAIN, **attrs)
 
 
 _BINARY_TYPES = {Op.ADD: "Add", Op.SUB: "Sub", Op.MUL: "Mul", Op.DIV: "Div", Op.POW: "Pow"}
@@ -392,6 +389,5 @@ _EMITTERS: dict[str, Callable[[Emitter, Node], None]] = {
     Op.SILU: _silu,
     Op.RSQRT: _rsqrt,
     Op.LINEAR: _linear,
-    Op.NORM_ACT: _fused("NormAct"),
-    Op.NORM_ACT_LINEAR: _fused("NormActLinear"),
+    **{op.ir_op: _fused for op in FUSED_OPS},
 }

@@ -1,32 +1,24 @@
-"""graphopt's own fused ops (``torch.ops.graphopt.*``) back to their canonical ops, so a program that
-graphopt already optimized reads as the same IR that produced it."""
+"""graphopt's own fused ops (``torch.ops.graphopt.*``) back to their IR ops, so a program that
+graphopt already optimized reads as the same IR that produced it. Each op's spec says which torch
+arguments are which ports and attributes (``FusedOp.torch_forms``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from ..ir import Op
-from .aten_members import Member, one
+from ..fused.registry import by_torch_name
+from .aten_members import Member
 
 
-def _norm_act(node, a):
-    attrs = {k: a[k] for k in ("norm", "activation", "eps", "axis")}
-    return one(Op.NORM_ACT, [a["x"], a["weight"], a["bias"]], **attrs)
-
-
-def _add_norm_act(node, a):
-    attrs = {k: a[k] for k in ("norm", "activation", "eps", "axis")}
-    return [Member(Op.NORM_ACT, [a["x"], a["weight"], a["bias"], a["residual"]], attrs, results=[0, 1])]
-
-
-def _norm_act_linear(node, a):
-    attrs = {k: a[k] for k in ("norm", "activation", "eps", "out_activation")}
-    inputs = [a[k] for k in ("x", "weight", "bias", "linear_weight", "linear_bias")]
-    return one(Op.NORM_ACT_LINEAR, inputs, **attrs)
-
-
-FUSED: dict[str, Callable] = {
-    "norm_act": _norm_act,
-    "add_norm_act": _add_norm_act,
-    "norm_act_linear": _norm_act_linear,
-}
+def translate_fused(name: str, a: dict) -> list[Member] | None:
+    """The member a call of ``torch.ops.graphopt.<name>`` becomes (arguments ``a`` bound by name)."""
+    try:
+        op, form = by_torch_name(name)
+    except KeyError:
+        return None
+    inputs = [a.get(p.torch_name) if p.name in form.inputs else None for p in op.inputs]
+    while inputs and inputs[-1] is None:
+        inputs.pop()  # absent trailing ports are left out, as every frontend leaves them
+    attrs = {attr.ir_name: a[attr.ir_name] for attr in op.attributes}
+    # One result per form output, in the op's port order (a tuple's elements by index).
+    ports = [p.name for p in op.outputs if p.name in form.outputs]
+    results = [form.outputs.index(p) for p in ports] if len(form.outputs) > 1 else [None]
+    return [Member(op.ir_op, inputs, attrs, results=results)]

@@ -17,8 +17,9 @@ from typing import Any
 import torch
 from torch import fx
 
+from ..fused.spec import DOMAIN
 from ..ir import DType, Op
-from .aten_fused import FUSED
+from .aten_fused import translate_fused
 from .aten_members import (
     INTERNAL,
     Internal,
@@ -44,7 +45,9 @@ Handler = Callable[[fx.Node, dict[str, Any]], list[Member] | None]
 def translate(node: fx.Node, target: Any = None) -> list[Member] | None:
     """``target``: the op to read the call as, when not its own (an in-place call's functional form)."""
     target = node.target if target is None else target
-    handler = FUSED.get(target._opname) if target.namespace == "graphopt" else _HANDLERS.get(target)
+    if target.namespace == DOMAIN:
+        return translate_fused(target._opname, bind(node, target))
+    handler = _HANDLERS.get(target)
     if handler is None:
         return None
     return handler(node, bind(node, target))

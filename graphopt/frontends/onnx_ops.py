@@ -13,6 +13,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..fused.registry import FUSED_OPS, by_name
+from ..fused.spec import DOMAIN
 from ..ir import DType, Op, Tensor
 
 ConstLookup = Callable[[str], Tensor | None]
@@ -77,8 +79,8 @@ def translate(node: onnx.NodeProto, opset: int, const: ConstLookup) -> tuple[str
         handler = _DEFAULT_DOMAIN.get(op_type)
     elif domain == "com.microsoft" and op_type == "SimplifiedLayerNormalization":
         handler = _rms_norm
-    elif domain == "graphopt":
-        handler = _FUSED.get(op_type)
+    elif domain == DOMAIN:
+        handler = _fused if op_type in FUSED_OP_NAMES else None
     else:
         handler = None
     if handler is None:
@@ -231,20 +233,14 @@ def _gemm(node, attrs, opset, const):
     return (Op.LINEAR, {}) if plain and attrs.get("transB", 0) == 1 else None
 
 
-def _fused(op):
-    def handler(node, attrs, opset, const):
-        canonical = {
-            "norm": attrs.get("norm", "layer"),
-            "activation": attrs.get("activation", "identity"),
-            "eps": float(attrs.get("epsilon", 1e-5)),
-        }
-        if op == Op.NORM_ACT:
-            canonical["axis"] = attrs.get("axis", -1)
-        else:
-            canonical["out_activation"] = attrs.get("out_activation", "identity")
-        return op, canonical
+FUSED_OP_NAMES = frozenset(op.name for op in FUSED_OPS)
 
-    return handler
+
+def _fused(node, attrs, opset, const):
+    """A node of graphopt's own domain (an already optimized model): its fused op, attributes read
+    by the op's spec, absent ones at their defaults."""
+    op = by_name(node.op_type)
+    return op.ir_op, {a.ir_name: a.value_type(attrs.get(a.name, a.default)) for a in op.attributes}
 
 
 _DEFAULT_DOMAIN = {
@@ -265,4 +261,3 @@ _DEFAULT_DOMAIN = {
     "ReduceMean": _reduce_mean,
     "Gemm": _gemm,
 }
-_FUSED = {"NormAct": _fused(Op.NORM_ACT), "NormActLinear": _fused(Op.NORM_ACT_LINEAR)}

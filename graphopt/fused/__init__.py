@@ -1,4 +1,5 @@
-"""graphopt's fused ops: one table (``table``), registered with ONNX, PyTorch and ONNX Runtime.
+"""graphopt's fused ops, one folder each (``registry`` lists them), registered with ONNX, PyTorch and
+ONNX Runtime from their specs (``spec``).
 
 Importing this package is cheap: it imports neither onnx nor torch. Each entry point imports what
 it needs on first use.
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, FUSED_OPS, Activation, FusedOp, Norm, by_name
+from graphopt.fused.norm_act import NORM_ACT
+from graphopt.fused.norm_act_linear import NORM_ACT_LINEAR
+from graphopt.fused.registry import FUSED_OPS, by_ir_op, by_name
+from graphopt.fused.spec import DOMAIN, DOMAIN_VERSION, Activation, FusedOp, Norm
 
 if TYPE_CHECKING:
     import onnx
@@ -24,10 +28,13 @@ __all__ = [
     "DOMAIN",
     "DOMAIN_VERSION",
     "FUSED_OPS",
+    "NORM_ACT",
+    "NORM_ACT_LINEAR",
     "Activation",
     "FusedOp",
     "Norm",
     "attach_functions",
+    "by_ir_op",
     "by_name",
     "export",
     "register_onnx_schemas",

@@ -2,19 +2,22 @@
 
 These are the bodies of the model-local fallback functions (``graphopt.fused.onnx_functions``). A
 function body cannot branch on attribute values or on which optional inputs are present, so each
-body is built for one ``Variant``. Statistics and arithmetic run in float32: inputs are cast up on
-entry and the results cast back to X's element type.
+body is built for one ``Variant``; each op's ``decompose.py`` builds its body from the pieces here
+(``Body``, ``normalize``, ``activate``). Statistics and arithmetic run in float32: inputs are cast up
+on entry and the results cast back to X's element type.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 
 import onnx
 from onnx import TensorProto, helper
 
-from graphopt.fused.table import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
+from graphopt.fused.registry import by_name
+from graphopt.fused.spec import Activation, FusedOp, Norm
 
 MIN_OPSET = 13
 CAST_LIKE_OPSET = 15  # before it, the cast back to X's type must name the type: see Variant.elem_type
@@ -28,18 +31,32 @@ class Variant:
     """Everything a function body depends on: attributes, optional ports in use, opset."""
 
     op_name: str
-    norm: Norm
-    activation: Activation
-    epsilon: float
-    axis: int = -1
-    out_activation: Activation = Activation.IDENTITY
+    # (ONNX attribute name, value) in the spec's order; choices parsed to their enum members.
+    attrs: tuple[tuple[str, object], ...]
     # Optional ports in use: inputs given and outputs asked for, e.g. {"Scale", "ResidualSum"}.
     present: frozenset[str] = frozenset()
     opset: int = 18
     elem_type: int = TensorProto.FLOAT  # X's element type; read by the body only below opset 15
 
+    @classmethod
+    def of(cls, op: FusedOp, *, present=frozenset(), opset: int = 18, elem_type=TensorProto.FLOAT, **attrs):
+        """The variant of ``op`` with the given attribute values (ONNX names; absent: defaults)."""
+        unknown = set(attrs) - {a.name for a in op.attributes}
+        if unknown:
+            raise ValueError(f"{op.name} has no attribute {sorted(unknown)}")
+        values = []
+        for a in op.attributes:
+            value = attrs.get(a.name, a.default)
+            if a.choices is not None and isinstance(value, str):
+                value = a.kind.parse(value)
+            values.append((a.name, value if a.choices is not None else a.kind(value)))
+        return cls(op.name, tuple(values), frozenset(present), opset, elem_type)
 
-class _Body:
+    def attr(self, name: str):
+        return dict(self.attrs)[name]
+
+
+class Body:
     """Appends nodes to a function body, naming each output uniquely."""
 
     def __init__(self, variant: Variant):
@@ -77,7 +94,7 @@ class _Body:
         return self.op("ConstantOfShape", shape, value=one)
 
 
-def _normalize_by_reduction(body: _Body, s: str, norm: Norm, eps: float, axis: int) -> str:
+def _normalize_by_reduction(body: Body, s: str, norm: Norm, eps: float, axis: int) -> str:
     """Layer or RMS normalization over [axis, rank) from ReduceMean (any opset)."""
     if axis < 0:
         # A negative axis names the trailing dimensions whatever the rank.
@@ -95,24 +112,25 @@ def _normalize_by_reduction(body: _Body, s: str, norm: Norm, eps: float, axis: i
     return y
 
 
-def _norm(body: _Body, s: str, scale: str | None, bias: str | None, axis: int) -> str:
-    """norm(s) * scale + bias in float32."""
+def normalize(body: Body, s: str, scale: str | None, bias: str | None, axis: int) -> str:
+    """norm(s) * scale + bias in float32, with the variant's ``norm`` and ``epsilon``."""
     v = body.variant
-    if v.norm is Norm.LAYER and v.opset >= LAYER_NORM_OPSET:
+    norm, epsilon = v.attr("norm"), v.attr("epsilon")
+    if norm is Norm.LAYER and v.opset >= LAYER_NORM_OPSET:
         scale = scale or body.ones_like_trailing(s, axis)
         inputs = (s, scale, bias) if bias else (s, scale)
-        return body.op("LayerNormalization", *inputs, axis=axis, epsilon=v.epsilon)
-    if v.norm is Norm.RMS and v.opset >= RMS_NORM_OPSET:
+        return body.op("LayerNormalization", *inputs, axis=axis, epsilon=epsilon)
+    if norm is Norm.RMS and v.opset >= RMS_NORM_OPSET:
         scale = scale or body.ones_like_trailing(s, axis)
-        y = body.op("RMSNormalization", s, scale, axis=axis, epsilon=v.epsilon)
+        y = body.op("RMSNormalization", s, scale, axis=axis, epsilon=epsilon)
     else:
-        y = _normalize_by_reduction(body, s, v.norm, v.epsilon, axis)
+        y = _normalize_by_reduction(body, s, norm, epsilon, axis)
         if scale:
             y = body.op("Mul", y, scale)
     return body.op("Add", y, bias) if bias else y
 
 
-def _activation(body: _Body, kind: Activation, z: str) -> str:
+def activate(body: Body, kind: Activation, z: str) -> str:
     if kind is Activation.IDENTITY:
         return z
     if kind is Activation.RELU:
@@ -135,39 +153,9 @@ def _activation(body: _Body, kind: Activation, z: str) -> str:
     raise AssertionError(kind)
 
 
-def _optional_float(body: _Body, name: str) -> str | None:
+def optional_float(body: Body, name: str) -> str | None:
+    """Input ``name`` cast to float32, or None when the variant leaves it out."""
     return body.to_float(name) if name in body.variant.present else None
-
-
-def _norm_act_body(body: _Body) -> list[str]:
-    v = body.variant
-    s = body.to_float("X")
-    outputs = ["Y"]
-    if "Residual" in v.present:
-        # Rounded to storage precision and normalized from there, as the unfused graph would.
-        s = body.back_to_input_type(body.op("Add", s, body.to_float("Residual")), "ResidualSum")
-        if "ResidualSum" in v.present:
-            outputs.append("ResidualSum")
-        s = body.to_float(s)
-    scale, bias = _optional_float(body, "Scale"), _optional_float(body, "Bias")
-    y = _activation(body, v.activation, _norm(body, s, scale, bias, v.axis))
-    body.back_to_input_type(y, "Y")
-    return outputs
-
-
-def _norm_act_linear_body(body: _Body) -> list[str]:
-    v = body.variant
-    scale, bias = _optional_float(body, "Scale"), _optional_float(body, "Bias")
-    hidden = _activation(body, v.activation, _norm(body, body.to_float("X"), scale, bias, -1))
-    weight_t = body.op("Transpose", body.to_float("Weight"), perm=[1, 0])
-    y = body.op("MatMul", hidden, weight_t)
-    if "LinearBias" in v.present:
-        y = body.op("Add", y, body.to_float("LinearBias"))
-    body.back_to_input_type(_activation(body, v.out_activation, y), "Y")
-    return ["Y"]
-
-
-_BODIES = {NORM_ACT.name: _norm_act_body, NORM_ACT_LINEAR.name: _norm_act_linear_body}
 
 
 def decompose(variant: Variant) -> tuple[list[onnx.NodeProto], list[str]]:
@@ -176,6 +164,7 @@ def decompose(variant: Variant) -> tuple[list[onnx.NodeProto], list[str]]:
         raise ValueError(
             f"default-domain opset {variant.opset} is not supported; expected {MIN_OPSET} or newer"
         )
-    body = _Body(variant)
-    outputs = _BODIES[variant.op_name](body)
+    body = Body(variant)
+    op = by_name(variant.op_name)
+    outputs = importlib.import_module(f"{op.package}.decompose").body(body)
     return body.nodes, outputs

@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
 from graphopt.fused.onnx_decompose import CAST_LIKE_OPSET, Variant, decompose
 from graphopt.fused.onnx_schema import register_onnx_schemas
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, FUSED_OPS, Activation, Norm
+from graphopt.fused.registry import FUSED_OPS
+from graphopt.fused.spec import DOMAIN, DOMAIN_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -26,24 +26,15 @@ OVERLOAD_IR_VERSION = 10
 _OPS = {op.name: op for op in FUSED_OPS}
 
 
-def format_epsilon(epsilon: float) -> str:
-    """The shortest text that reads back as the same float32 (ONNX stores float attributes as float32)."""
-    return str(np.float32(epsilon))
-
-
 def overload_name(variant: Variant) -> str:
-    """``norm_activation_eps<e>[_axis<a>][_out-<act>][_<optional port in use>...][_<type>]``.
+    """Each attribute as its spec spells it, then ``_<optional port in use>...[_<type>]``:
+    ``layer_gelu_eps1e-05_axis-1_scale_bias``.
 
     Optional ports are named in the op's order, inputs then outputs: a node that adds a residual
     and returns the sum has ``..._residual_residualsum``.
     """
     op = _OPS[variant.op_name]
-    parts = [variant.norm.attr, variant.activation.attr, f"eps{format_epsilon(variant.epsilon)}"]
-    attribute_names = {a.name for a in op.attributes}
-    if "axis" in attribute_names:
-        parts.append(f"axis{variant.axis}")
-    if "out_activation" in attribute_names:
-        parts.append(f"out-{variant.out_activation.attr}")
+    parts = [op.attribute(name).spell(value) for name, value in variant.attrs]
     parts += [p.name.lower() for p in (*op.inputs, *op.outputs) if p.optional and p.name in variant.present]
     if variant.opset < CAST_LIKE_OPSET:
         parts.append(helper.tensor_dtype_to_np_dtype(variant.elem_type).name)
@@ -51,33 +42,25 @@ def overload_name(variant: Variant) -> str:
 
 
 def variant_of(node: onnx.NodeProto, opset: int, elem_type: int | None = None) -> Variant:
-    """The variant a graphopt node calls for, reading absent attributes as the table's defaults."""
+    """The variant a graphopt node calls for, reading absent attributes as the spec's defaults."""
     op = _OPS[node.op_type]
-    attrs = {a.name: a.default for a in op.attributes}
-    attrs.update({a.name: helper.get_attribute_value(a) for a in node.attribute if a.name in attrs})
+    names = {a.name for a in op.attributes}
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name in names}
     attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
     ports = [*zip(op.inputs, node.input, strict=False), *zip(op.outputs, node.output, strict=False)]
     present = frozenset(port.name for port, name in ports if port.optional and name)
-    if "ResidualSum" in present and "Residual" not in present:
-        raise ValueError(
-            f"node {node.name or node.op_type!r}: ResidualSum is asked for without a Residual input"
-        )
+    for port in op.outputs:
+        if port.needs and port.name in present and port.needs not in present:
+            raise ValueError(
+                f"node {node.name or node.op_type!r}: {port.name} is asked for without a {port.needs} input"
+            )
     if opset < CAST_LIKE_OPSET and elem_type is None:
         raise ValueError(
             f"node {node.name or node.op_type!r}: below opset {CAST_LIKE_OPSET} the fallback function "
             "needs X's element type, which shape inference could not find"
         )
-    return Variant(
-        op_name=op.name,
-        norm=Norm.parse(attrs["norm"]),
-        activation=Activation.parse(attrs["activation"]),
-        epsilon=float(attrs["epsilon"]),
-        axis=int(attrs.get("axis", -1)),
-        out_activation=Activation.parse(attrs.get("out_activation", "identity")),
-        present=present,
-        opset=opset,
-        elem_type=elem_type if opset < CAST_LIKE_OPSET else TensorProto.FLOAT,
-    )
+    elem_type = elem_type if opset < CAST_LIKE_OPSET else TensorProto.FLOAT
+    return Variant.of(op, present=present, opset=opset, elem_type=elem_type, **attrs)
 
 
 def build_function(variant: Variant) -> onnx.FunctionProto:

@@ -12,7 +12,8 @@ import threading
 import onnx
 from onnx import defs, helper
 
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, FUSED_OPS, NORM_ACT, NORM_ACT_LINEAR, FusedOp
+from graphopt.fused.registry import FUSED_OPS
+from graphopt.fused.spec import DOMAIN, DOMAIN_VERSION, FusedOp
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def build_schema(op: FusedOp) -> defs.OpSchema:
         )
 
     attributes = [
-        schema_cls.Attribute(a.name, helper.make_attribute(a.name, a.kind(a.default)), a.doc)
+        schema_cls.Attribute(a.name, helper.make_attribute(a.name, a.value_type(a.default)), a.doc)
         for a in op.attributes
     ]
     schema = schema_cls(
@@ -49,10 +50,9 @@ def build_schema(op: FusedOp) -> defs.OpSchema:
         type_constraints=[(TYPE_PARAM, [_ONNX_TYPE[d] for d in op.dtypes], "float32, float16 or bfloat16")],
         attributes=attributes,
     )
-    inference = _INFERENCE.get(op.name)
     # Python-defined inference functions arrived in onnx 1.16; without one, outputs stay untyped.
-    if inference is not None and hasattr(schema, "set_type_and_shape_inference_function"):
-        schema.set_type_and_shape_inference_function(inference)
+    if hasattr(schema, "set_type_and_shape_inference_function"):
+        schema.set_type_and_shape_inference_function(lambda ctx: _infer(op, ctx))
     return schema
 
 
@@ -72,34 +72,36 @@ def register_onnx_schemas() -> None:
         _registered = True
 
 
-def _infer_norm_act(ctx) -> None:
-    """Y and ResidualSum have X's type and shape."""
+def _infer(op: FusedOp, ctx) -> None:
+    """Outputs of X's element type, shaped by the op's shape rule (dims it cannot tell stay unknown)."""
     x_type = ctx.get_input_type(0)
     if x_type is None:
         return
-    for i in range(ctx.get_num_outputs()):
-        if ctx.has_output(i):
-            ctx.set_output_type(i, x_type)
+    count = min(ctx.get_num_inputs(), len(op.inputs))
+    present = [i < count and ctx.has_input(i) for i in range(len(op.inputs))]
+    shapes = [_shape_of(ctx.get_input_type(i)) if here else None for i, here in enumerate(present)]
+    for i, shape in enumerate(op.shape_rule(present, shapes)):
+        if i < ctx.get_num_outputs() and ctx.has_output(i):
+            ctx.set_output_type(i, _tensor_type(x_type.tensor_type.elem_type, shape))
 
 
-def _infer_norm_act_linear(ctx) -> None:
-    """Y is X.shape[:-1] + [Weight.shape[0]], of X's element type."""
-    x_type = ctx.get_input_type(0)
-    if x_type is None:
-        return
+def _shape_of(type_proto) -> tuple | None:
+    """The dims of a tensor type: ints, symbolic names, None where unknown; None without a shape."""
+    if type_proto is None or not type_proto.tensor_type.HasField("shape"):
+        return None
+    dims = type_proto.tensor_type.shape.dim
+    return tuple(d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in dims)
+
+
+def _tensor_type(elem_type: int, shape: tuple | None) -> onnx.TypeProto:
     out = onnx.TypeProto()
-    out.tensor_type.elem_type = x_type.tensor_type.elem_type
-    weight_index = [p.name for p in NORM_ACT_LINEAR.inputs].index("Weight")
-    weight_type = ctx.get_input_type(weight_index) if ctx.has_input(weight_index) else None
-    x_shape = x_type.tensor_type
-    if x_shape.HasField("shape") and x_shape.shape.dim:
+    out.tensor_type.elem_type = elem_type
+    if shape is not None:
         dims = out.tensor_type.shape.dim
-        for dim in x_shape.shape.dim[:-1]:
-            dims.add().CopyFrom(dim)
-        k = dims.add()
-        if weight_type is not None and len(weight_type.tensor_type.shape.dim) == 2:
-            k.CopyFrom(weight_type.tensor_type.shape.dim[0])
-    ctx.set_output_type(0, out)
-
-
-_INFERENCE = {NORM_ACT.name: _infer_norm_act, NORM_ACT_LINEAR.name: _infer_norm_act_linear}
+        for d in shape:
+            dim = dims.add()
+            if isinstance(d, int):
+                dim.dim_value = d
+            elif isinstance(d, str):
+                dim.dim_param = d
+    return out

@@ -1,4 +1,5 @@
-"""The fused ops' math in plain PyTorch: the CPU implementation and the autograd formulas.
+"""Math the fused ops share in plain PyTorch (activations and their derivatives, norm statistics),
+for their CPU implementations and autograd formulas (each op's ``torch_math.py``).
 
 Statistics and arithmetic run in float32 (float64 for float64 inputs, so gradients can be checked
 in double precision); results take the input's dtype. A residual is added in storage precision,
@@ -14,7 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from graphopt.fused.table import Activation, Norm
+from graphopt.fused.spec import Activation, Norm
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -26,7 +27,7 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _as(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+def as_dtype(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
     return None if t is None else t.to(dtype)
 
 
@@ -79,38 +80,7 @@ def residual_sum(x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
     return (x.to(cd) + residual.to(cd)).to(x.dtype)
 
 
-def norm_act(x, weight, bias, norm: Norm, activation: Activation, eps: float, axis: int) -> torch.Tensor:
-    """act(norm(x) * weight + bias) over dimensions [axis, rank), in x's dtype."""
-    cd = compute_dtype(x.dtype)
-    s = x.to(cd)
-    shape = s.shape[axis:]
-    w = _as(weight, cd)
-    if norm is Norm.LAYER:
-        # Not F.layer_norm: its statistics lose the low bits of rows with a large common offset
-        # (1000 + 0.1 * noise: 8e-4 off in float32, 0.15 after a scale of 200).
-        z, _ = _layer_statistics(s, tuple(range(axis % s.dim(), s.dim())), eps)
-        if w is not None:
-            z = z * w
-        if bias is not None:
-            z = z + bias.to(cd)
-    else:
-        z = F.rms_norm(s, shape, w, eps)
-        if bias is not None:
-            z = z + bias.to(cd)
-    return activate(activation, z).to(x.dtype).contiguous()
-
-
-def norm_act_linear(
-    x, weight, bias, linear_weight, linear_bias, norm: Norm, activation: Activation, eps: float,
-    out_activation: Activation,
-) -> torch.Tensor:  # fmt: skip
-    cd = compute_dtype(x.dtype)
-    hidden = norm_act(x.to(cd), weight, bias, norm, activation, eps, x.dim() - 1)
-    y = F.linear(hidden, linear_weight.to(cd), _as(linear_bias, cd))
-    return activate(out_activation, y).to(x.dtype).contiguous()
-
-
-def _layer_statistics(s: torch.Tensor, dims: tuple[int, ...], eps: float):
+def layer_statistics(s: torch.Tensor, dims: tuple[int, ...], eps: float):
     """(normalized s, 1 / std) of layer norm over ``dims``, taken of s minus its first element
     there: differences of nearby floats are exact, so a large common offset costs no precision."""
     first = s[(Ellipsis, *(slice(0, 1) for _ in dims))]
@@ -120,68 +90,9 @@ def _layer_statistics(s: torch.Tensor, dims: tuple[int, ...], eps: float):
     return (shifted - mean) * rstd, rstd
 
 
-def _statistics(s: torch.Tensor, norm: Norm, eps: float, dims: tuple[int, ...]):
+def norm_statistics(s: torch.Tensor, norm: Norm, eps: float, dims: tuple[int, ...]):
     """(normalized s, 1 / std) over ``dims``, recomputed for the backward pass."""
     if norm is Norm.LAYER:
-        return _layer_statistics(s, dims, eps)
+        return layer_statistics(s, dims, eps)
     rstd = torch.rsqrt(s.square().mean(dims, keepdim=True) + eps)
     return s * rstd, rstd
-
-
-def norm_act_backward(
-    grad_y, s, weight, bias, norm: Norm, activation: Activation, eps: float, axis: int,
-    needs: tuple[bool, bool, bool],
-):  # fmt: skip
-    """Gradients (d s, d weight, d bias) of act(norm(s) * weight + bias), in the compute dtype.
-
-    ``s`` is the normalized input (x, or the rounded residual sum); ``needs`` says which of the
-    three are wanted (the others come back as None).
-    """
-    cd = compute_dtype(s.dtype)
-    s = s.to(cd)
-    dims = tuple(range(axis, s.dim()))
-    batch_dims = tuple(range(axis))
-    n, rstd = _statistics(s, norm, eps, dims)
-    w = _as(weight, cd)
-    grad = grad_y.to(cd)
-    z = n * w if w is not None else n
-    if bias is not None:
-        z = z + bias.to(cd)
-    act_grad = activation_grad(activation, z)
-    if act_grad is not None:
-        grad = grad * act_grad
-    grad_weight = (grad * n).sum(batch_dims) if needs[1] and weight is not None else None
-    grad_bias = grad.sum(batch_dims) if needs[2] and bias is not None else None
-    grad_s = None
-    if needs[0]:
-        grad_n = grad * w if w is not None else grad
-        projection = (grad_n * n).mean(dims, keepdim=True)
-        if norm is Norm.LAYER:
-            grad_s = rstd * (grad_n - grad_n.mean(dims, keepdim=True) - n * projection)
-        else:
-            grad_s = rstd * (grad_n - n * projection)
-    return grad_s, grad_weight, grad_bias
-
-
-def norm_act_linear_backward(
-    grad_y, x, weight, bias, linear_weight, linear_bias, norm: Norm, activation: Activation,
-    eps: float, out_activation: Activation, needs: tuple[bool, bool, bool, bool, bool],
-):  # fmt: skip
-    """Gradients (d x, d weight, d bias, d linear_weight, d linear_bias), in the compute dtype."""
-    cd = compute_dtype(x.dtype)
-    axis = x.dim() - 1
-    hidden = norm_act(x.to(cd), weight, bias, norm, activation, eps, axis)
-    lw = linear_weight.to(cd)
-    grad = grad_y.to(cd)
-    out_grad = activation_grad(out_activation, F.linear(hidden, lw, _as(linear_bias, cd)))
-    if out_grad is not None:
-        grad = grad * out_grad
-    grad_2d = grad.reshape(-1, grad.shape[-1])
-    grad_lw = grad_2d.t() @ hidden.reshape(-1, hidden.shape[-1]) if needs[3] else None
-    grad_lb = grad_2d.sum(0) if needs[4] and linear_bias is not None else None
-    grad_x = grad_w = grad_b = None
-    if any(needs[:3]):
-        grad_x, grad_w, grad_b = norm_act_backward(
-            grad @ lw, x, weight, bias, norm, activation, eps, axis, needs[:3]
-        )
-    return grad_x, grad_w, grad_b, grad_lw, grad_lb

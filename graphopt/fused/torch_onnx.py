@@ -9,6 +9,7 @@ either and attaches the fallback functions, so the result runs in any ONNX runti
 from __future__ import annotations
 
 import functools
+import inspect
 import io
 import logging
 import os
@@ -20,11 +21,38 @@ import graphopt.fused.torch_ops  # noqa: F401  (registers torch.ops.graphopt.*)
 from graphopt.fused.onnx_decompose import MIN_OPSET
 from graphopt.fused.onnx_functions import attach_functions
 from graphopt.fused.onnx_schema import register_onnx_schemas
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, NORM_ACT, NORM_ACT_LINEAR
+from graphopt.fused.registry import FUSED_OPS
+from graphopt.fused.spec import DOMAIN, DOMAIN_VERSION, FusedOp, TorchForm
 
 log = logging.getLogger(__name__)
 
 DEFAULT_OPSET = 18
+
+
+# --- dynamo exporter ----------------------------------------------------------------------------
+
+
+def _argument_names(op: FusedOp, form: TorchForm) -> list[str]:
+    """The torch op's argument names, in schema order (ports, then attributes)."""
+    return [op.inputs[op.port_index(n)].torch_name for n in form.inputs] + [a.ir_name for a in op.attributes]
+
+
+def _with_signature(fn, names: list[str], first: tuple[str, ...] = ()):
+    """``fn(*args)`` presented with named parameters: both exporters read a translation's signature."""
+    parameters = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in (*first, *names)]
+    fn.__signature__ = inspect.Signature(parameters)
+    return fn
+
+
+def _onnx_arguments(op: FusedOp, form: TorchForm, args) -> tuple[list, dict]:
+    """A torch call's arguments as the ONNX node's inputs (in port order, None where absent) and
+    attributes (ONNX names)."""
+    by_port = dict(zip(form.inputs, args, strict=False))
+    inputs = [by_port.get(p.name) for p in op.inputs]
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    values = args[len(form.inputs) :]
+    return inputs, {a.name: v for a, v in zip(op.attributes, values, strict=True)}
 
 
 # --- dynamo exporter ----------------------------------------------------------------------------
@@ -37,45 +65,39 @@ def translation_table() -> dict:
 
     # onnxscript builds nodes from the registered schemas: register them first.
     register_onnx_schemas()
-    graphopt = values.Opset(DOMAIN, DOMAIN_VERSION)
-    norm_act_op = getattr(graphopt, NORM_ACT.name)
-    norm_act_linear_op = getattr(graphopt, NORM_ACT_LINEAR.name)
+    opset = values.Opset(DOMAIN, DOMAIN_VERSION)
+    table = {}
+    for op in FUSED_OPS:
+        for form in op.torch_forms:
+            target = getattr(torch.ops.graphopt, form.name).default
+            table[target] = _dynamo_translation(op, form, getattr(opset, op.name))
+    return table
 
-    def norm_act(x, weight, bias, norm, activation, eps, axis):
-        y, _residual_sum = norm_act_op(
-            x, weight, bias, norm=norm, activation=activation, epsilon=eps, axis=axis
-        )
-        # The schema declares ResidualSum; without a residual the node must not produce it.
-        node = y.producer()
+
+def _dynamo_translation(op: FusedOp, form: TorchForm, onnx_op):
+    def translate(*args):
+        inputs, attrs = _onnx_arguments(op, form, args)
+        outputs = onnx_op(*inputs, **attrs)
+        if len(op.outputs) == 1:
+            return outputs
+        if len(form.outputs) == len(op.outputs):
+            return outputs
+        # The schema declares optional outputs this form does not produce: the node must not have them.
+        node = outputs[0].producer()
         if not hasattr(node, "resize_outputs"):
-            raise RuntimeError("exporting graphopt.norm_act with dynamo=True needs onnx-ir 0.1.13 or newer")
-        node.resize_outputs(1)
-        return y
+            raise RuntimeError(
+                f"exporting graphopt.{form.name} with dynamo=True needs onnx-ir 0.1.13 or newer"
+            )
+        node.resize_outputs(len(form.outputs))
+        return outputs[0] if len(form.outputs) == 1 else tuple(outputs[: len(form.outputs)])
 
-    def add_norm_act(x, residual, weight, bias, norm, activation, eps, axis):
-        return norm_act_op(
-            x, weight, bias, residual, norm=norm, activation=activation, epsilon=eps, axis=axis
-        )
-
-    def norm_act_linear(x, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation):
-        return norm_act_linear_op(
-            x, weight, bias, linear_weight, linear_bias,
-            norm=norm, activation=activation, epsilon=eps, out_activation=out_activation,
-        )  # fmt: skip
-
-    ops = torch.ops.graphopt
-    return {
-        ops.norm_act.default: norm_act,
-        ops.add_norm_act.default: add_norm_act,
-        ops.norm_act_linear.default: norm_act_linear,
-    }
+    return _with_signature(translate, _argument_names(op, form))
 
 
 # --- TorchScript exporter -----------------------------------------------------------------------
 
-
-def _node_name(op) -> str:
-    return f"{DOMAIN}::{op.name}"
+# parse_args' code per attribute type: string, float, int.
+_PARSE_CODES = {str: "s", float: "f", int: "i"}
 
 
 def _optional(g, value):
@@ -87,43 +109,28 @@ def _optional(g, value):
     return value
 
 
-def _symbolics() -> dict:
+def _torchscript_symbolic(op: FusedOp, form: TorchForm):
     from torch.onnx.symbolic_helper import parse_args
 
-    @parse_args("v", "v", "v", "s", "s", "f", "i")
-    def norm_act(g, x, weight, bias, norm, activation, eps, axis):
-        return g.op(
-            _node_name(NORM_ACT), x, _optional(g, weight), _optional(g, bias),
-            norm_s=norm, activation_s=activation, epsilon_f=eps, axis_i=axis,
-        )  # fmt: skip
+    suffixes = {str: "s", float: "f", int: "i"}
 
-    @parse_args("v", "v", "v", "v", "s", "s", "f", "i")
-    def add_norm_act(g, x, residual, weight, bias, norm, activation, eps, axis):
-        return g.op(
-            _node_name(NORM_ACT), x, _optional(g, weight), _optional(g, bias), residual,
-            norm_s=norm, activation_s=activation, epsilon_f=eps, axis_i=axis, outputs=2,
-        )  # fmt: skip
+    def symbolic(g, *args):
+        inputs, attrs = _onnx_arguments(op, form, args)
+        given = [_optional(g, v) for v in inputs]
+        kwargs = {f"{name}_{suffixes[op.attribute(name).value_type]}": v for name, v in attrs.items()}
+        return g.op(f"{DOMAIN}::{op.name}", *given, **kwargs, outputs=len(form.outputs))
 
-    @parse_args("v", "v", "v", "v", "v", "s", "s", "f", "s")
-    def norm_act_linear(g, x, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_act):
-        return g.op(
-            _node_name(NORM_ACT_LINEAR), x, _optional(g, weight), _optional(g, bias), linear_weight,
-            _optional(g, linear_bias),
-            norm_s=norm, activation_s=activation, epsilon_f=eps, out_activation_s=out_act,
-        )  # fmt: skip
-
-    return {
-        f"graphopt::{NORM_ACT.torch_name}": norm_act,
-        f"graphopt::add_{NORM_ACT.torch_name}": add_norm_act,
-        f"graphopt::{NORM_ACT_LINEAR.torch_name}": norm_act_linear,
-    }
+    codes = ["v"] * len(form.inputs) + [_PARSE_CODES[a.value_type] for a in op.attributes]
+    return parse_args(*codes)(_with_signature(symbolic, _argument_names(op, form), first=("g",)))
 
 
 @functools.cache
 def register_torchscript_symbolics() -> None:
     """Registers the TorchScript exporter's symbolic of each op (for opsets 13 and newer); once."""
-    for name, symbolic in _symbolics().items():
-        torch.onnx.register_custom_op_symbolic(name, symbolic, MIN_OPSET)
+    for op in FUSED_OPS:
+        for form in op.torch_forms:
+            symbolic = _torchscript_symbolic(op, form)
+            torch.onnx.register_custom_op_symbolic(f"{DOMAIN}::{form.name}", symbolic, MIN_OPSET)
 
 
 # --- export -------------------------------------------------------------------------------------

@@ -10,6 +10,9 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
+from graphopt.fused.registry import by_ir_op
+from graphopt.fused.spec import FusedOp
+
 from .dtypes import DType
 from .graph import Dim, GraphError, Node, Shape
 from .ops import BINARY_POINTWISE, UNARY_POINTWISE, Op
@@ -20,6 +23,9 @@ OutputType = tuple[DType | None, Shape | None]
 def infer_outputs(node: Node) -> list[OutputType]:
     rule = _RULES.get(node.op)
     if rule is None:
+        fused = by_ir_op(node.op)
+        if fused is not None:
+            return _fused(fused, node)
         raise GraphError(f"no shape rule for {node.op!r}: give its outputs' types explicitly")
     return rule(node)
 
@@ -239,19 +245,19 @@ def _matmul(node: Node) -> list[OutputType]:
     return [(a.dtype, (*batch, sa[-2], sb[-1]))]
 
 
-def _linear_of(node: Node, weight_index: int) -> list[OutputType]:
-    x, weight = _x(node, 0), _x(node, weight_index)
+def _linear(node: Node) -> list[OutputType]:
+    x, weight = _x(node, 0), _x(node, 1)
     if x.shape is None or weight.shape is None:
         return [(x.dtype, None)]
     return [(x.dtype, (*x.shape[:-1], weight.shape[0]))]
 
 
-def _norm_act(node: Node) -> list[OutputType]:
-    x = _x(node)
-    outputs = [(x.dtype, x.shape)]
-    if node.input(3) is not None:
-        outputs.append((x.dtype, x.shape))
-    return outputs
+def _fused(op: FusedOp, node: Node) -> list[OutputType]:
+    """A fused op's outputs: its spec's shape rule; every output has X's dtype."""
+    inputs = [node.input(i) for i in range(len(op.inputs))]
+    shapes = [None if v is None else v.shape for v in inputs]
+    dtype = _x(node).dtype
+    return [(dtype, shape) for shape in op.shape_rule([v is not None for v in inputs], shapes)]
 
 
 def _shape(node: Node) -> list[OutputType]:
@@ -284,9 +290,7 @@ _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
     Op.REDUCE_MEAN: _reduce_mean,
     Op.VAR_MEAN: _var_mean,
     Op.MATMUL: _matmul,
-    Op.LINEAR: lambda node: _linear_of(node, weight_index=1),
-    Op.NORM_ACT: _norm_act,
-    Op.NORM_ACT_LINEAR: lambda node: _linear_of(node, weight_index=3),
+    Op.LINEAR: _linear,
     Op.CONSTANT: _constant,
     Op.SHAPE: _shape,
 }

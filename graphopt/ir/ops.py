@@ -12,6 +12,9 @@ the ``fold_shape_inputs`` pass turns constant ones into attributes, so rules mat
 
 from __future__ import annotations
 
+from graphopt.fused.norm_act import NORM_ACT as _NORM_ACT_SPEC
+from graphopt.fused.norm_act_linear import NORM_ACT_LINEAR as _NORM_ACT_LINEAR_SPEC
+
 
 class Op:
     # Structure
@@ -60,9 +63,12 @@ class Op:
     # Linear algebra
     MATMUL = "matmul"  # NumPy matmul semantics, batched and broadcast
     LINEAR = "linear"  # x @ weight.T + bias; inputs (x, weight [K, D], bias?)
-    # Fused ops of the graphopt domain (graphopt/fused/table.py)
-    NORM_ACT = "graphopt.norm_act"  # norm, activation, eps, axis; inputs (x, scale?, bias?, residual?)
-    NORM_ACT_LINEAR = "graphopt.norm_act_linear"  # norm, activation, eps, out_activation
+    # Fused ops of the graphopt domain ("graphopt.<name>"): spelled by their specs, one folder each
+    # under graphopt/fused/; every fused op is known by ``graphopt.fused.by_ir_op``, named here or not.
+    NORM_ACT = _NORM_ACT_SPEC.ir_op  # inputs (x, scale?, bias?, residual?); norm, activation, eps, axis
+    NORM_ACT_LINEAR = (
+        _NORM_ACT_LINEAR_SPEC.ir_op
+    )  # (x, scale?, bias?, weight, linear_bias?); + out_activation
 
 
 UNARY_POINTWISE = frozenset(

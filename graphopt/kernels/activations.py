@@ -1,5 +1,5 @@
 """Activations applied inside the fused kernels, selected by the integer codes of
-``graphopt.fused.table.Activation`` (a runtime argument: one compiled kernel serves them all).
+``graphopt.fused.spec.Activation`` (a runtime argument: one compiled kernel serves them all).
 
 The formula depends on the dtype the result is stored in. fp32 results get accurate forms (errors
 of a few 1e-7); 16-bit results get cheaper approximations whose error stays under a quarter of
@@ -14,7 +14,7 @@ import triton.language as tl
 
 from graphopt.kernels.ptx import tanh_approx
 
-# Codes of graphopt.fused.table.Activation (ABI; kept literal so the kernels import no table).
+# Codes of graphopt.fused.spec.Activation (ABI; kept literal so the kernels import no table).
 IDENTITY = tl.constexpr(0)
 RELU = tl.constexpr(1)
 TANH = tl.constexpr(2)

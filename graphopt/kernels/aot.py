@@ -138,9 +138,9 @@ def build(out: Path, archs: tuple[int, ...], jobs: int, only: str = "") -> Path:
     import triton
 
     from graphopt.kernels import aot_codegen
-    from graphopt.kernels.aot_specs import KERNELS, all_variants
+    from graphopt.kernels.aot_specs import all_variants, kernels
 
-    for spec in KERNELS:
+    for spec in kernels():
         spec.check_signature()
     selected = [(i, v) for i, v in enumerate(all_variants()) if only in v.key]
     if not selected:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from graphopt.kernels.launch_rules import ALIGN_BYTES, ALIGN_ELEMENTS
 
 DTYPE_ENUM = {"float32": "DType::kFloat32", "float16": "DType::kFloat16", "bfloat16": "DType::kBFloat16"}
-OP_ENUM = {"NormAct": "KernelOp::kNormAct", "NormActLinear": "KernelOp::kNormActLinear"}
+
 INT64_MAX = 2**63 - 1
 _CHUNK = 96  # bytes per source line
 
@@ -54,7 +54,7 @@ def render(pairs, triton_version: str) -> str:
         tier = variant.tier
         max_cols = min(tier.max_cols, INT64_MAX)
         rows.append(
-            f"    {{{OP_ENUM[variant.op]}, {DTYPE_ENUM[variant.dtype]}, {max_cols}LL, "
+            f"    {{KernelOp::k{variant.op}, {DTYPE_ENUM[variant.dtype]}, {max_cols}LL, "
             f"{tier.block_m}, {tier.iters}, {tier.block_n}, {tier.num_warps}, "
             f"{str(tier.looped).lower()}, {str(tier.aligned).lower()}, {str(tier.exact).lower()}, "
             f'"{compiled.entry}", {compiled.hidden_args}, '

@@ -1,7 +1,7 @@
 """Row statistics and the normalize-scale-shift-activate step shared by the fused kernels.
 
 Rows are [BLOCK_M, BLOCK_N] tiles of fp32 values whose masked-off lanes hold 0. ``norm`` is the
-runtime code of ``graphopt.fused.table.Norm``: layer norm subtracts the mean, RMS norm does not,
+runtime code of ``graphopt.fused.spec.Norm``: layer norm subtracts the mean, RMS norm does not,
 so both share one code path with a center that is the mean or 0.
 
 Layer norm's statistics are taken of the row minus its first element (``first``, loaded by the
@@ -18,7 +18,7 @@ import triton.language as tl
 from graphopt.kernels.activations import apply_activation
 from graphopt.kernels.ptx import widen
 
-LAYER = tl.constexpr(0)  # graphopt.fused.table.Norm.LAYER; RMS is 1
+LAYER = tl.constexpr(0)  # graphopt.fused.spec.Norm.LAYER; RMS is 1
 
 
 @triton.jit

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..fused.registry import FUSED_OPS, by_ir_op
 from ..ir import Node, Op
 
 # Canonical names that title-casing would spell badly.
@@ -11,10 +12,9 @@ _SPELLINGS = {
     Op.SILU: "SiLU",
     Op.GELU: "GELU",
     Op.RELU: "ReLU",
-    Op.NORM_ACT: "NormAct",
-    Op.NORM_ACT_LINEAR: "NormActLinear",
+    **{op.ir_op: op.name for op in FUSED_OPS},
 }
-FUSED_OPS = frozenset({Op.NORM_ACT, Op.NORM_ACT_LINEAR})
+FUSED_IR_OPS = frozenset(op.ir_op for op in FUSED_OPS)
 
 
 def op_title(op: str) -> str:
@@ -32,12 +32,10 @@ def node_detail(node: Node) -> str:
     """Attributes that tell fused ops apart (norm, activation, residual), and the output shape."""
     parts = []
     attrs = node.attrs
-    if node.op in FUSED_OPS:
-        parts += [_text(attrs.get("norm", "")), _text(attrs.get("activation", ""))]
-        if node.op == Op.NORM_ACT and node.input(3) is not None:
-            parts.append("+residual")
-        if node.op == Op.NORM_ACT_LINEAR:
-            parts.append(f"→ linear·{_text(attrs.get('out_activation', 'identity'))}")
+    fused = by_ir_op(node.op)
+    if fused is not None:
+        present = [node.input(i) is not None for i in range(len(fused.inputs))]
+        parts += fused.describe({k: _text(v) for k, v in attrs.items()}, present)
     elif node.op == Op.GELU and attrs.get("approximate") == "tanh":
         parts.append("tanh approx.")
     shape = node.outputs[0].shape if node.outputs else None

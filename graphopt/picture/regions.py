@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import Graph, Node, Op
-from .labels import FUSED_OPS
+from .labels import FUSED_IR_OPS
 
 _BOOKKEEPING = frozenset({Op.IDENTITY, Op.CONSTANT})
 
@@ -29,7 +29,7 @@ class Region:
 
     @property
     def fused(self) -> bool:
-        return any(n.op in FUSED_OPS for n in self.after)
+        return any(n.op in FUSED_IR_OPS for n in self.after)
 
     @property
     def shrinks(self) -> bool:
@@ -123,7 +123,7 @@ def _cone(group: list[Node], removed: list[Node], old_names: set[str]) -> list[N
 
 def fused_regions(graph: Graph) -> list[Region]:
     """In a single graph: its fused-op nodes, connected ones together (no original to compare with)."""
-    fused = [n for n in graph if n.op in FUSED_OPS]
+    fused = [n for n in graph if n.op in FUSED_IR_OPS]
     members = set(fused)
     regions: list[Region] = []
     seen: set[Node] = set()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
 
 from ..ir import Graph, Node, Op
-from .labels import FUSED_OPS, node_detail, op_title, signature
+from .labels import FUSED_IR_OPS, node_detail, op_title, signature
 from .regions import Region
 
 # Parallel copies beyond this many are summarized.
@@ -76,7 +76,7 @@ def panel(
     keys: dict[Node, str] = {}
     for index, node in enumerate(shown):
         keys[node] = f"{prefix}n{index}"
-        kind = "fused" if node.op in FUSED_OPS else (focus_kind if node in focus else rest_kind)
+        kind = "fused" if node.op in FUSED_IR_OPS else (focus_kind if node in focus else rest_kind)
         result.boxes.append(Box(keys[node], op_title(node.op), node_detail(node), kind))
     terminals: dict[str, str] = {}
 

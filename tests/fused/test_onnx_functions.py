@@ -4,9 +4,9 @@ import pytest
 from fused_checks import ACTIVATIONS, NORMS, assert_close, newest_ort_opset, session
 from onnx import TensorProto, helper
 
+from graphopt.fused import DOMAIN, DOMAIN_VERSION, NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
 from graphopt.fused.onnx_decompose import Variant
 from graphopt.fused.onnx_functions import attach_functions, overload_name
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
 
 ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
 OPSETS = (17, 18, newest_ort_opset())
@@ -143,20 +143,21 @@ def test_opset_13_names_the_element_type(dtype):
 
 
 def test_overload_names_read_like_the_attributes():
-    norm_act = Variant(NORM_ACT.name, Norm.LAYER, Activation.GELU, 1e-5)
+    norm_act = Variant.of(NORM_ACT, norm="layer", activation="gelu", epsilon=1e-5)
     assert overload_name(norm_act) == "layer_gelu_eps1e-05_axis-1"
-    with_inputs = Variant(
-        NORM_ACT.name, Norm.RMS, Activation.SILU, 1e-6, axis=2, present=frozenset({"Residual", "Scale"})
-    )
-    assert overload_name(with_inputs) == "rms_silu_eps1e-06_axis2_scale_residual"
-    with_sum = Variant(
-        NORM_ACT.name, Norm.LAYER, Activation.RELU, 1e-5, present=frozenset({"Residual", "ResidualSum"})
-    )
-    assert overload_name(with_sum) == "layer_relu_eps1e-05_axis-1_residual_residualsum"
-    linear = Variant(
-        NORM_ACT_LINEAR.name, Norm.LAYER, Activation.RELU, 1e-5, out_activation=Activation.GELU_TANH,
-        present=frozenset({"LinearBias"}),
+    with_inputs = Variant.of(
+        NORM_ACT, norm=Norm.RMS, activation=Activation.SILU, epsilon=1e-6, axis=2,
+        present=frozenset({"Residual", "Scale"}),
     )  # fmt: skip
+    assert overload_name(with_inputs) == "rms_silu_eps1e-06_axis2_scale_residual"
+    with_sum = Variant.of(NORM_ACT, activation="relu", present=frozenset({"Residual", "ResidualSum"}))
+    assert overload_name(with_sum) == "layer_relu_eps1e-05_axis-1_residual_residualsum"
+    linear = Variant.of(
+        NORM_ACT_LINEAR,
+        activation="relu",
+        out_activation=Activation.GELU_TANH,
+        present=frozenset({"LinearBias"}),
+    )
     assert overload_name(linear) == "layer_relu_eps1e-05_out-gelu_tanh_linearbias"
 
 

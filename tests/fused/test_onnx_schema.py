@@ -4,8 +4,8 @@ import onnx
 import pytest
 from onnx import TensorProto, defs, helper
 
+from graphopt.fused import DOMAIN, DOMAIN_VERSION, FUSED_OPS, NORM_ACT, NORM_ACT_LINEAR
 from graphopt.fused.onnx_schema import register_onnx_schemas
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, FUSED_OPS, NORM_ACT, NORM_ACT_LINEAR
 
 register_onnx_schemas()
 

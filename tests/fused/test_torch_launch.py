@@ -5,8 +5,8 @@ import pytest
 import torch
 from fused_checks import assert_close
 
-from graphopt.fused import register_torch_ops, torch_launch, torch_math
-from graphopt.fused.table import Activation, Norm
+from graphopt.fused import Activation, Norm, register_torch_ops, torch_launch, torch_math
+from graphopt.fused.norm_act import torch_math as norm_act_math
 
 
 class Compiled:
@@ -89,7 +89,7 @@ def test_a_launcher_that_takes_neither_argument_list_falls_back_to_the_jit():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_eager_calls_launched_directly_compute_what_the_reference_computes(dtype, monkeypatch):
-    from graphopt.kernels.norm_act import norm_act_kernel
+    from graphopt.fused.norm_act.triton_kernel import norm_act_kernel
 
     monkeypatch.setattr(torch_launch, "current_device", torch.cuda.current_device)
     ops, t = register_torch_ops(), getattr(torch, dtype)
@@ -98,12 +98,12 @@ def test_eager_calls_launched_directly_compute_what_the_reference_computes(dtype
             x, r = (torch.randn(rows, cols, device="cuda", dtype=t) for _ in range(2))
             w, b = (torch.randn(cols, device="cuda", dtype=t) for _ in range(2))
             y = ops.norm_act(x, w, b, "layer", "gelu", 1e-5, -1)
-            want = torch_math.norm_act(x, w, b, Norm.LAYER, Activation.GELU, 1e-5, 1)
+            want = norm_act_math.norm_act(x, w, b, Norm.LAYER, Activation.GELU, 1e-5, 1)
             assert_close(y.float().cpu(), want.float().cpu(), dtype)
             y, s = ops.add_norm_act(x, r, w, b, "rms", "silu", 1e-6, -1)
             total = torch_math.residual_sum(x, r)
             assert_close(s.float().cpu(), total.float().cpu(), dtype)
-            want = torch_math.norm_act(total, w, b, Norm.RMS, Activation.SILU, 1e-6, 1)
+            want = norm_act_math.norm_act(total, w, b, Norm.RMS, Activation.SILU, 1e-6, 1)
             assert_close(y.float().cpu(), want.float().cpu(), dtype)
     launcher = torch_launch.cached(norm_act_kernel)
     assert not launcher.broken

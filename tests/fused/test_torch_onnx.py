@@ -7,8 +7,7 @@ import torch
 from fused_checks import assert_close, session
 from onnx import helper
 
-from graphopt.fused import export, register_torch_ops
-from graphopt.fused.table import DOMAIN, NORM_ACT, NORM_ACT_LINEAR
+from graphopt.fused import DOMAIN, NORM_ACT, NORM_ACT_LINEAR, export, register_torch_ops
 
 ops = register_torch_ops()
 SHAPE, K = (2, 3, 16), 5

@@ -6,8 +6,7 @@ import torch
 from fused_checks import ACTIVATIONS, NORMS, assert_close
 from torch.export import Dim
 
-from graphopt.fused import register_torch_ops
-from graphopt.fused.table import NORM_ACT, NORM_ACT_LINEAR
+from graphopt.fused import NORM_ACT, NORM_ACT_LINEAR, register_torch_ops
 
 ops = register_torch_ops()
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

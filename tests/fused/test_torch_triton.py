@@ -9,8 +9,11 @@ import pytest
 import torch
 from fused_checks import assert_close
 
-from graphopt.fused import register_torch_ops, torch_math, torch_triton
-from graphopt.fused.table import Activation, Norm
+from graphopt.fused import Activation, Norm, register_torch_ops, torch_math
+from graphopt.fused.norm_act import torch_impl as norm_act_impl
+from graphopt.fused.norm_act import torch_math as norm_act_math
+from graphopt.fused.norm_act_linear import torch_impl as norm_act_linear_impl
+from graphopt.fused.norm_act_linear import torch_math as norm_act_linear_math
 
 ops = register_torch_ops()
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -38,10 +41,10 @@ def test_norm_act_launch_matches_torch_math(norm, activation, dtype):
     x, residual = randn(3, 4, 40, dtype=t), randn(3, 4, 40, dtype=t)
     weight, bias = randn(4, 40, dtype=t), randn(4, 40, dtype=t)
 
-    y, residual_sum = torch_triton.norm_act(x, weight, bias, residual, norm, activation, 1e-5, 1)
+    y, residual_sum = norm_act_impl.launch(x, weight, bias, residual, norm, activation, 1e-5, 1)
 
     expected_sum = torch_math.residual_sum(x, residual)
-    expected = torch_math.norm_act(expected_sum, weight, bias, norm, activation, 1e-5, 1)
+    expected = norm_act_math.norm_act(expected_sum, weight, bias, norm, activation, 1e-5, 1)
     assert_close(residual_sum.float().cpu(), expected_sum.double().cpu().numpy(), dtype)
     assert_close(y.float().cpu(), expected.double().cpu().numpy(), dtype)
 
@@ -49,10 +52,10 @@ def test_norm_act_launch_matches_torch_math(norm, activation, dtype):
 def test_norm_act_launch_on_strided_rows_without_parameters():
     x = randn(40, 6).t()
 
-    y, residual_sum = torch_triton.norm_act(x, None, None, None, Norm.RMS, Activation.TANH, 1e-5, -1)
+    y, residual_sum = norm_act_impl.launch(x, None, None, None, Norm.RMS, Activation.TANH, 1e-5, -1)
 
     assert residual_sum is None
-    expected = torch_math.norm_act(x, None, None, Norm.RMS, Activation.TANH, 1e-5, 1)
+    expected = norm_act_math.norm_act(x, None, None, Norm.RMS, Activation.TANH, 1e-5, 1)
     assert_close(y.cpu(), expected.double().cpu().numpy(), "float32")
 
 
@@ -68,9 +71,9 @@ def test_norm_act_linear_launch_matches_torch_math(dtype):
     )
     params = (Norm.LAYER, Activation.RELU, 1e-5, Activation.SIGMOID)
 
-    y = torch_triton.norm_act_linear(*args, *params)
+    y = norm_act_linear_impl.launch(*args, *params)
 
-    expected = torch_math.norm_act_linear(*args, *params)
+    expected = norm_act_linear_math.norm_act_linear(*args, *params)
     assert y.shape == (2, 5, 6) and y.dtype == t
     assert_close(y.float().cpu(), expected.double().cpu().numpy(), dtype)
 
@@ -86,10 +89,10 @@ def chain(weight, linear_weight):
 
 def chain_reference(x, residual, weight, linear_weight):
     s = torch_math.residual_sum(x, residual)
-    y = torch_math.norm_act(s, weight, None, Norm.LAYER, Activation.GELU, 1e-5, 1)
-    z = torch_math.norm_act(y, weight, None, Norm.RMS, Activation.SILU, 1e-6, 1)
+    y = norm_act_math.norm_act(s, weight, None, Norm.LAYER, Activation.GELU, 1e-5, 1)
+    z = norm_act_math.norm_act(y, weight, None, Norm.RMS, Activation.SILU, 1e-6, 1)
     params = (Norm.LAYER, Activation.RELU, 1e-5, Activation.TANH)
-    return torch_math.norm_act_linear(z, weight, None, linear_weight, None, *params), s
+    return norm_act_linear_math.norm_act_linear(z, weight, None, linear_weight, None, *params), s
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

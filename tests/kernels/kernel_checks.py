@@ -1,5 +1,5 @@
 """Inputs and checks shared by the kernel tests: strided random rows, NaN-poisoned outputs with a
-guard region, and comparison with the float64 reference of graphopt.fused.table."""
+guard region, and comparison with the float64 reference of each fused op's spec."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 from kernel_checks import device
 
-from graphopt.fused.table import Activation
+from graphopt.fused import Activation
 from graphopt.kernels.activations import apply_activation
 
 BLOCK = 1024

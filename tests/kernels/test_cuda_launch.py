@@ -13,9 +13,9 @@ import pytest
 import torch
 from kernel_checks import assert_matches, assert_written, f64, generator, poisoned, random_rows, random_vector
 
-from graphopt.fused.table import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
-from graphopt.kernels.norm_act import norm_act_config
-from graphopt.kernels.norm_act_linear import norm_act_linear_config
+from graphopt.fused import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
+from graphopt.fused.norm_act.triton_kernel import norm_act_config
+from graphopt.fused.norm_act_linear.triton_kernel import norm_act_linear_config
 
 REPO = Path(__file__).resolve().parents[2]
 DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}

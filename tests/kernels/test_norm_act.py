@@ -11,9 +11,9 @@ from kernel_checks import (
     random_vector,
 )
 
-from graphopt.fused.table import NORM_ACT, Activation, Norm
+from graphopt.fused import NORM_ACT, Activation, Norm
+from graphopt.fused.norm_act.triton_kernel import launch_norm_act, norm_act_config, norm_act_tiers
 from graphopt.kernels.launch_rules import ALIGN_ELEMENTS
-from graphopt.kernels.norm_act import launch_norm_act, norm_act_config, norm_act_tiers
 
 # Padded lanes and rows past the end compute values (inf, NaN) that are never stored.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

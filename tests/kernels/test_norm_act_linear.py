@@ -10,8 +10,8 @@ from kernel_checks import (
     random_vector,
 )
 
-from graphopt.fused.table import NORM_ACT_LINEAR, Activation, Norm
-from graphopt.kernels.norm_act_linear import launch_norm_act_linear, norm_act_linear_config
+from graphopt.fused import NORM_ACT_LINEAR, Activation, Norm
+from graphopt.fused.norm_act_linear.triton_kernel import launch_norm_act_linear, norm_act_linear_config
 
 # Padded lanes and rows past the end compute values (inf, NaN) that are never stored.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import graphopt
-from graphopt.fused.table import DOMAIN
+from graphopt.fused import DOMAIN
 from graphopt.ort import library_path
 from models import zoo
 from models.onnx_export import export_dynamo, export_torchscript

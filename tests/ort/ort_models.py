@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, by_name
+from graphopt.fused import DOMAIN, DOMAIN_VERSION, by_name
 from graphopt.ort import create_session
 
 ELEM_TYPES = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}

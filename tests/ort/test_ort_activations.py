@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from ort_models import fused_model, run_model
 
-from graphopt.fused.table import Activation, activation_reference
+from graphopt.fused.spec import Activation, activation_reference
 
 pytestmark = pytest.mark.usefixtures("library")
 

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 from ort_models import assert_close, fused_model, offset_rows, random_inputs, storage_round
 
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION, NORM_ACT, NORM_ACT_LINEAR
+from graphopt.fused import DOMAIN, DOMAIN_VERSION, NORM_ACT, NORM_ACT_LINEAR
 from graphopt.ort import create_session
 
 pytestmark = [

@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 from ort_models import assert_close, fused_model, random_inputs
 
-from graphopt.fused.table import DOMAIN, NORM_ACT
+from graphopt.fused import DOMAIN, NORM_ACT
 from graphopt.ort import create_session
 
 pytestmark = pytest.mark.usefixtures("library")

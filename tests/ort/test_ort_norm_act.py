@@ -4,7 +4,7 @@ import pytest
 from onnx import TensorProto, helper
 from ort_models import assert_close, offset_rows, random_inputs
 
-from graphopt.fused.table import NORM_ACT, Activation, Norm
+from graphopt.fused import NORM_ACT, Activation, Norm
 
 DTYPES = ["float32", "float16", "bfloat16"]
 ACTIVATIONS = [a.attr for a in Activation]

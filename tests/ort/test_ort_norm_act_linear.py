@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from ort_models import assert_close, offset_rows, random_inputs
 
-from graphopt.fused.table import NORM_ACT_LINEAR, Activation
+from graphopt.fused import NORM_ACT_LINEAR, Activation
 
 DTYPES = ["float32", "float16", "bfloat16"]
 

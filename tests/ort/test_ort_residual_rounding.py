@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 from ort_models import assert_close
 
 import graphopt
-from graphopt.fused.table import NORM_ACT
+from graphopt.fused import NORM_ACT
 from graphopt.ort import create_session
 
 pytestmark = [pytest.mark.usefixtures("library"), pytest.mark.filterwarnings("ignore::RuntimeWarning")]

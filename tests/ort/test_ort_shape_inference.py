@@ -3,7 +3,7 @@
 import pytest
 from onnx import TensorProto, helper
 
-from graphopt.fused.table import DOMAIN, DOMAIN_VERSION
+from graphopt.fused import DOMAIN, DOMAIN_VERSION
 from graphopt.ort import create_session
 
 pytestmark = pytest.mark.usefixtures("library")

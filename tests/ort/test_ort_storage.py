@@ -8,6 +8,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from graphopt.fused import cpp_codegen
+
 SOURCE = Path(__file__).with_name("storage_check.cc")
 INCLUDE = Path(__file__).resolve().parents[2] / "graphopt" / "ort" / "src"
 
@@ -17,10 +19,13 @@ def storage_check(tmp_path_factory) -> Path:
     compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
     if compiler is None:
         pytest.skip("no C++ compiler on PATH")
-    binary = tmp_path_factory.mktemp("storage") / "storage_check"
+    work = tmp_path_factory.mktemp("storage")
+    binary = work / "storage_check"
+    cpp_codegen.main(["--out", str(work)])  # the generated enums the library's headers include
     # -O2 as in the library's build: the conversions must survive the optimizer too.
     subprocess.run(
-        [compiler, "-std=c++17", "-O2", f"-I{INCLUDE}", str(SOURCE), "-o", str(binary)], check=True
+        [compiler, "-std=c++17", "-O2", f"-I{INCLUDE}", f"-I{work}", str(SOURCE), "-o", str(binary)],
+        check=True,
     )
     return binary
 

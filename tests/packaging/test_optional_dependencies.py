@@ -54,7 +54,7 @@ def test_fused_op_on_cuda_without_triton_names_the_package():
 from graphopt.dependencies import MissingDependency
 from graphopt.fused import torch_triton
 try:
-    torch_triton._launch_norm_act()
+    torch_triton.launcher("graphopt.fused.norm_act.triton_kernel", "launch_norm_act")
 except MissingDependency as error:
     print(error)
 """

@@ -43,7 +43,9 @@ else()
   set(GRAPHOPT_CUDA_ARCHS "80,86,89,90" CACHE STRING "Compute capabilities of the AOT cubins (PTX is added)")
   set(_graphopt_gen_dir "${CMAKE_BINARY_DIR}/gen")
   set(_graphopt_images "${_graphopt_gen_dir}/kernel_images.cc")
-  file(GLOB _graphopt_kernel_sources CONFIGURE_DEPENDS "${_graphopt_repo_root}/graphopt/kernels/*.py")
+  file(GLOB _graphopt_kernel_sources CONFIGURE_DEPENDS "${_graphopt_repo_root}/graphopt/kernels/*.py"
+       "${_graphopt_repo_root}/graphopt/fused/*/triton_kernel.py" "${_graphopt_repo_root}/graphopt/fused/*/spec.py")
+  file(GLOB _graphopt_op_launches CONFIGURE_DEPENDS "${_graphopt_repo_root}/graphopt/fused/*/cuda_launch.cc")
   add_custom_command(
     OUTPUT "${_graphopt_images}"
     COMMAND ${CMAKE_COMMAND} -E env "PYTHONPATH=${_graphopt_repo_root}"
@@ -55,14 +57,19 @@ else()
     VERBATIM)
 
   add_library(graphopt_cuda_launch STATIC
-    "${_graphopt_cuda_dir}/cuda_launch.cc"
+    "${_graphopt_cuda_dir}/launch.cc"
     "${_graphopt_cuda_dir}/driver_api.cc"
     "${_graphopt_cuda_dir}/kernel_loader.cc"
+    ${_graphopt_op_launches}
     "${_graphopt_images}")
+  # The op codes and enums come from the specs (fused_enums.h).
+  include("${_graphopt_repo_root}/graphopt/fused/codegen.cmake")
+  add_dependencies(graphopt_cuda_launch graphopt_generated)
   set_target_properties(graphopt_cuda_launch PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_compile_features(graphopt_cuda_launch PUBLIC cxx_std_17)
   target_include_directories(graphopt_cuda_launch
-    PUBLIC "${_graphopt_cuda_dir}"
+    PUBLIC "${_graphopt_cuda_dir}" "${GRAPHOPT_GEN_DIR}" "${GRAPHOPT_FUSED_DIR}"
+           "${_graphopt_repo_root}/graphopt/ort/src"
     PRIVATE "${_graphopt_cuda_h}")
   target_link_libraries(graphopt_cuda_launch PRIVATE ${CMAKE_DL_LIBS})
   set(GRAPHOPT_CUDA_LAUNCH_FOUND ON)

@@ -1,4 +1,5 @@
-// The table of ahead-of-time compiled kernels, generated at build time by
+// The table of ahead-of-time compiled kernels (op codes: KernelOp in the generated fused_enums.h),
+// generated at build time by
 // `python -m graphopt.kernels.aot` (gen/kernel_images.cc). The launch rule is data: per op and
 // dtype, variants are listed in rule order and a launch takes the first whose max_cols admits the
 // row length (an exact variant's equals it) and whose alignment requirement the arguments meet
@@ -8,11 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../src/fused_params.h"
+#include "fused_enums.h"
 
 namespace graphopt::cuda {
-
-enum class KernelOp : int32_t { kNormAct = 0, kNormActLinear = 1 };
 
 struct KernelImage {
   int32_t arch;  // compute capability as major * 10 + minor (90 = sm_90); 0 for PTX

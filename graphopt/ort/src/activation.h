@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "cpu_target.h"
-#include "fused_params.h"
+#include "fused_enums.h"
 #include "vector_math.h"
 
 namespace graphopt {

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "cpu_kernels.h"
-#include "fused_params.h"
+#include "parallel_for.h"
+#include "fused_enums.h"
 
 namespace graphopt {
 namespace cpu {

@@ -4,21 +4,20 @@
 // type per input, so each op is registered three times (float, float16, bfloat16); ORT merges
 // the registrations that share a name into one schema whose inputs accept all three types.
 //
-// A Spec (norm_act.h, norm_act_linear.h) supplies what differs between ops: its name, ports,
-// attributes, how it computes, and its shape inference.
+// A Spec (declared in the generated fused_ops.h from the op's spec; Compute and InferOutputShape
+// written in the op's folder) supplies what differs between ops: its name, ports, attributes, how it
+// computes, and its shape inference.
 #pragma once
 
 #include <array>
 #include <string>
 
 #include "attributes.h"
-#include "fused_params.h"
+#include "fused_ops.h"
 #include "ort_api.h"
 #include "tensors.h"
 
 namespace graphopt {
-
-enum class Ep { kCpu, kCuda };
 
 template <class Spec>
 class FusedKernel {

@@ -5,17 +5,14 @@
 #include <vector>
 
 #include "fused_op.h"
-#include "norm_act.h"
-#include "norm_act_linear.h"
+#include "fused_ops.h"
 #include "ort_api.h"
 
 namespace graphopt {
 namespace {
 
-constexpr const char* kDomain = "graphopt";
-constexpr DType kDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
 
-// Every op of the table, for each provider and storage type. The ops live as long as the
+// Every fused op (the generated list, from the specs), for each provider and storage type. The ops live as long as the
 // library: ORT keeps pointers to them in every session that registered them.
 const std::vector<const OrtCustomOp*>& AllOps() {
   static const std::vector<const OrtCustomOp*> ops = [] {
@@ -26,8 +23,9 @@ const std::vector<const OrtCustomOp*>& AllOps() {
 #endif
     for (Ep ep : eps) {
       for (DType dtype : kDTypes) {
-        out.push_back(new FusedOp<NormActSpec>(ep, dtype));
-        out.push_back(new FusedOp<NormActLinearSpec>(ep, dtype));
+#define GRAPHOPT_REGISTER(Spec) out.push_back(new FusedOp<Spec>(ep, dtype));
+        GRAPHOPT_FUSED_SPECS(GRAPHOPT_REGISTER)
+#undef GRAPHOPT_REGISTER
       }
     }
     return out;

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "cpu_target.h"
-#include "fused_params.h"
+#include "fused_enums.h"
 
 namespace graphopt {
 

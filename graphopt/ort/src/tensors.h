@@ -1,13 +1,13 @@
 // Helpers the op files share to read a kernel context: optional inputs and outputs, shapes in
-// error messages, element types, and the bridge from ORT's thread pool to cpu_kernels.h.
+// error messages, element types, and the bridge from ORT's thread pool to parallel_for.h.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "cpu_kernels.h"
-#include "fused_params.h"
+#include "parallel_for.h"
+#include "fused_enums.h"
 #include "ort_api.h"
 
 namespace graphopt {

@@ -2,7 +2,8 @@
 #include <cstdint>
 #include <string>
 
-#include "cuda_launch.h"
+#include "norm_act/ort_kernel.h"
+#include "norm_act_linear/ort_kernel.h"
 
 namespace {
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from graphopt.fused.norm_act.triton_kernel import dtype_name
 from graphopt.kernels.activations import apply_activation
+from graphopt.kernels.kernel_spec import KernelSpec
 from graphopt.kernels.launch_rules import (
     ELEMENT_BYTES,
     LaunchConfig,
@@ -20,7 +22,6 @@ from graphopt.kernels.launch_rules import (
     is_aligned,
     row_tiers,
 )
-from graphopt.kernels.norm_act import dtype_name
 from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import (
     block_stats,
@@ -168,3 +169,17 @@ def launch_norm_act_linear(
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, LOOPED=tier.looped, num_warps=tier.num_warps,
     )  # fmt: skip
     return config
+
+
+# The ahead-of-time build's view (graphopt.kernels.kernel_spec): (name, type) of every runtime
+# argument, "*" a pointer to the storage dtype, in the order of the kernel and of cuda_launch.cc.
+_AOT_ARGS = (
+    ("X", "*"), ("W", "*"), ("B", "*"), ("WL", "*"), ("LB", "*"), ("Y", "*"),
+    ("rows", "i32"), ("cols", "i32"), ("out_features", "i32"), ("stride_x", "i64"),
+    ("eps", "fp32"), ("norm", "i32"), ("activation", "i32"), ("out_activation", "i32"),
+    ("has_scale", "i32"), ("has_bias", "i32"), ("has_linear_bias", "i32"),
+)  # fmt: skip
+AOT_KERNEL = KernelSpec(
+    "NormActLinear", norm_act_linear_kernel, _AOT_ARGS,
+    ("X", "W", "B", "WL", "cols", "stride_x"), norm_act_linear_tiers,
+)  # fmt: skip

@@ -13,6 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from graphopt.kernels.kernel_spec import KernelSpec
 from graphopt.kernels.launch_rules import (
     ELEMENT_BYTES,
     LaunchConfig,
@@ -221,3 +222,18 @@ def launch_norm_act(
         EVEN=tier.exact, num_warps=tier.num_warps,
     )  # fmt: skip
     return config
+
+
+# The ahead-of-time build's view (graphopt.kernels.kernel_spec): (name, type) of every runtime
+# argument, "*" a pointer to the storage dtype, in the order of the kernel and of cuda_launch.cc.
+_AOT_ARGS = (
+    ("X", "*"), ("R", "*"), ("W", "*"), ("B", "*"), ("Y", "*"), ("S", "*"),
+    ("rows", "i32"), ("cols", "i32"), ("stride_x", "i64"), ("stride_r", "i64"),
+    ("eps", "fp32"), ("norm", "i32"), ("activation", "i32"),
+    ("has_scale", "i32"), ("has_bias", "i32"), ("has_residual", "i32"),
+)  # fmt: skip
+AOT_KERNEL = KernelSpec(
+    "NormAct", norm_act_kernel, _AOT_ARGS,
+    ("X", "R", "W", "B", "Y", "S", "cols", "stride_x", "stride_r"), norm_act_tiers,
+    ("BLOCK_M", "BLOCK_N", "ITERS", "LOOPED", "EVEN"),
+)  # fmt: skip

@@ -1,6 +1,7 @@
 // NormAct on the CPU: each row of X (plus Residual) converted to float, normalized and activated,
 // rounded back; rows split into chunks for the thread pool.
 #include "cpu_rows.h"
+#include "norm_act/ort_kernel.h"
 
 namespace graphopt {
 

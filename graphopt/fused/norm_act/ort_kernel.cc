@@ -1,11 +1,11 @@
-#include "norm_act.h"
+// NormAct's ONNX Runtime kernel: Compute and InferOutputShape of NormActSpec (declared, with its
+// attribute reader, in the generated fused_ops.h).
+#include "norm_act/ort_kernel.h"
 
-#include "cpu_kernels.h"
+#include "fused_op.h"
+#include "fused_ops.h"
 #include "shape_inference.h"
 #include "tensors.h"
-#ifdef GRAPHOPT_WITH_CUDA
-#include "../cuda/cuda_launch.h"
-#endif
 
 namespace graphopt {
 namespace {
@@ -24,18 +24,6 @@ void Run(const NormActParams& p, const Ort::KernelContext& context, Ep ep, const
 }
 
 }  // namespace
-
-NormActSpec::Attributes NormActSpec::ReadAttributes(const OrtKernelInfo* info) {
-  NormActAttributes attributes = ReadNormActAttributes(info);
-  // ResidualSum is X + Residual: without a Residual there is nothing to return. Checked here so
-  // that the session, not the first run, fails.
-  const Ort::ConstKernelInfo node(info);
-  const bool wants_sum = node.GetOutputCount() > 1 && !node.GetOutputName(1).empty();
-  const bool has_residual = node.GetInputCount() > 3 && !node.GetInputName(3).empty();
-  if (wants_sum && !has_residual)
-    throw Error(DescribeNode(kName, info) + ": output ResidualSum is requested but input Residual is absent");
-  return attributes;
-}
 
 void NormActSpec::Compute(const Ort::KernelContext& context, const Attributes& attributes, DType dtype, Ep ep,
                           const std::string& node) {

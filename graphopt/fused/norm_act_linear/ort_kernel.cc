@@ -1,11 +1,11 @@
-#include "norm_act_linear.h"
+// NormActLinear's ONNX Runtime kernel: Compute and InferOutputShape of NormActLinearSpec (declared, with its
+// attribute reader, in the generated fused_ops.h).
+#include "norm_act_linear/ort_kernel.h"
 
-#include "cpu_kernels.h"
+#include "fused_op.h"
+#include "fused_ops.h"
 #include "shape_inference.h"
 #include "tensors.h"
-#ifdef GRAPHOPT_WITH_CUDA
-#include "../cuda/cuda_launch.h"
-#endif
 
 namespace graphopt {
 namespace {

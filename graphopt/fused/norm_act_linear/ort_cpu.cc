@@ -1,6 +1,7 @@
 // NormActLinear on the CPU: each row of X converted to float, normalized and activated, then
 // multiplied by the [K, D] weight in tiles of rows; rows split into chunks for the thread pool.
 #include "cpu_rows.h"
+#include "norm_act_linear/ort_kernel.h"
 
 namespace graphopt {
 

@@ -1,0 +1,55 @@
+// NormAct's launch of its ahead-of-time Triton kernel on ONNX Runtime's stream. Argument order: the
+// kernel's AOT_KERNEL (triton_kernel.py).
+#include <limits>
+
+#include "launch.h"
+#include "norm_act/ort_kernel.h"
+
+namespace graphopt::cuda {
+namespace {
+
+const KernelVariant* SelectNormAct(const NormActParams& p) {
+  const KernelTable& table = GeneratedKernelTable();
+  const bool aligned = IsAligned(table, p.cols, {p.x, p.residual, p.scale, p.bias, p.y, p.residual_sum});
+  return Select(table, KernelOp::kNormAct, p.dtype, p.cols, aligned);
+}
+
+}  // namespace
+
+std::string NormActVariant(const NormActParams& params) {
+  if (std::string e = CheckShape(params.rows, params.cols); !e.empty()) return "error: " + e;
+  const KernelVariant* v = SelectNormAct(params);
+  return v ? v->key : std::string("error: no NormAct kernel for dtype ") + DTypeName(params.dtype);
+}
+
+std::string LaunchNormAct(const NormActParams& p, void* stream) {
+  if (std::string e = CheckShape(p.rows, p.cols); !e.empty()) return kPrefix + e;
+  if (p.x == nullptr || p.y == nullptr) return std::string(kPrefix) + "NormAct needs X and Y";
+  if (!ValidNorm(p.norm) || !ValidActivation(p.activation)) return std::string(kPrefix) + "unknown norm or activation";
+  if (p.rows == 0) return "";
+  std::string error;
+  const DriverApi* api = Driver(&error);
+  if (api == nullptr) return kPrefix + error;
+  const KernelVariant* v = SelectNormAct(p);
+  if (v == nullptr) return std::string(kPrefix) + "no NormAct kernel for dtype " + DTypeName(p.dtype);
+
+  // Absent inputs get a harmless stand-in: the kernel never reads them.
+  const CUdeviceptr x = Ptr(p.x), y = Ptr(p.y);
+  const CUdeviceptr r = p.residual ? Ptr(p.residual) : x, w = p.scale ? Ptr(p.scale) : x;
+  // A residual sum nobody reads is written over Y: for every element the kernel stores the sum
+  // before Y (the same thread, in program order, or in an earlier pass over the row that the second
+  // pass does not read back), so Y's values land last. No scratch allocation per call.
+  const CUdeviceptr b = p.bias ? Ptr(p.bias) : x, s = p.residual_sum ? Ptr(p.residual_sum) : y;
+  const int32_t rows = static_cast<int32_t>(p.rows), cols = static_cast<int32_t>(p.cols);
+  const int64_t stride = p.cols;  // ONNX Runtime tensors are contiguous
+  const float eps = p.epsilon;
+  const int32_t norm = static_cast<int32_t>(p.norm), act = static_cast<int32_t>(p.activation);
+  const int32_t has_scale = p.scale != nullptr, has_bias = p.bias != nullptr, has_res = p.residual != nullptr;
+  Launch launch(*v);
+  launch.Arg(x), launch.Arg(r), launch.Arg(w), launch.Arg(b), launch.Arg(y), launch.Arg(s);
+  launch.Arg(rows), launch.Arg(cols), launch.Arg(stride), launch.Arg(stride);
+  launch.Arg(eps), launch.Arg(norm), launch.Arg(act), launch.Arg(has_scale), launch.Arg(has_bias), launch.Arg(has_res);
+  return launch.Run(*api, static_cast<CUstream>(stream), p.rows);
+}
+
+}  // namespace graphopt::cuda

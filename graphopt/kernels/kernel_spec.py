@@ -1,0 +1,56 @@
+"""A Triton kernel as the ahead-of-time build sees it: its argument list (which is the C++
+launcher's ABI), the hints an aligned variant may assume, and its tiers.
+
+Each fused op's ``triton_kernel.py`` declares its ``AOT_KERNEL``; the argument order there must
+match its ``@triton.jit`` definition and its C++ launch (``cuda_launch.cc`` in the op's folder);
+``check_signature`` verifies the first half at build time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphopt.kernels.launch_rules import Tier
+
+TRITON_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    op: str  # the fused op's name (its spec's ``name``)
+    fn: object  # the @triton.jit function
+    args: tuple[tuple[str, str], ...]
+    aligned_args: tuple[str, ...]  # 16-byte aligned pointers / multiples of 16 in aligned variants
+    tiers: object  # dtype name -> tiers
+    constexprs: tuple[str, ...] = ("BLOCK_M", "BLOCK_N", "LOOPED")
+
+    def signature(self, dtype: str) -> dict[str, str]:
+        ty = TRITON_DTYPE[dtype]
+        sig = {name: (f"*{ty}" if kind == "*" else kind) for name, kind in self.args}
+        sig.update({name: "constexpr" for name in self.constexprs})
+        return sig
+
+    def constexpr_values(self, tier: Tier) -> dict[str, object]:
+        values = {
+            "BLOCK_M": tier.block_m,
+            "BLOCK_N": tier.block_n,
+            "ITERS": tier.iters,
+            "LOOPED": tier.looped,
+            "EVEN": tier.exact,
+        }
+        if tier.iters != 1 and "ITERS" not in self.constexprs:
+            raise ValueError(f"{self.op} does not take several row blocks per program")
+        if tier.exact and "EVEN" not in self.constexprs:
+            raise ValueError(f"{self.op} has no exact-width variant")
+        return {name: values[name] for name in self.constexprs}
+
+    def attrs(self, aligned: bool) -> dict:
+        if not aligned:
+            return {}
+        names = [name for name, _ in self.args]
+        return {(names.index(a),): [["tt.divisibility", 16]] for a in self.aligned_args}
+
+    def check_signature(self) -> None:
+        expected = [name for name, _ in self.args] + list(self.constexprs)
+        if list(self.fn.arg_names) != expected:
+            raise RuntimeError(f"{self.op}: kernel arguments {self.fn.arg_names} != AOT spec {expected}")

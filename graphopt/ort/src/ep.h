@@ -1,0 +1,8 @@
+// The execution providers a fused kernel is registered for.
+#pragma once
+
+namespace graphopt {
+
+enum class Ep { kCpu, kCuda };
+
+}  // namespace graphopt
