@@ -7,28 +7,27 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from graphopt.passes import (
-    batch_embedding_lookups,
-    batch_parallel_chains,
-    batch_split_chains,
-    collapse_reshapes,
-    drop_metadata_asserts,
-    drop_noop_casts,
-    eliminate_common_subexpressions,
-    fold_batch_norm,
-    fold_constants,
-    fold_shape_inputs,
-    fuse_norm_act,
-    fuse_norm_act_linear,
-    merge_recognized_duplicates,
-    normalize_axes,
-    recognize_activations,
-    recognize_linear,
-    recognize_norms,
-    recognize_stack,
-    remove_dead_nodes,
-    remove_identity,
-    restore_unfused,
+from graphopt.passes.canonicalize import (
+    COLLAPSE_RESHAPES,
+    DROP_METADATA_ASSERTS,
+    DROP_NOOP_CASTS,
+    ELIMINATE_COMMON_SUBEXPRESSIONS,
+    FOLD_BATCH_NORM,
+    FOLD_CONSTANTS,
+    FOLD_SHAPE_INPUTS,
+    MERGE_RECOGNIZED_DUPLICATES,
+    NORMALIZE_AXES,
+    REMOVE_DEAD_NODES,
+    REMOVE_IDENTITY,
+)
+from graphopt.passes.fuse import FUSE_NORM_ACT, FUSE_NORM_ACT_LINEAR
+from graphopt.passes.horizontal import BATCH_EMBEDDING_LOOKUPS, BATCH_PARALLEL_CHAINS, BATCH_SPLIT_CHAINS
+from graphopt.passes.recognize import (
+    RECOGNIZE_ACTIVATIONS,
+    RECOGNIZE_LINEAR,
+    RECOGNIZE_NORMS,
+    RECOGNIZE_STACK,
+    RESTORE_UNFUSED,
 )
 
 from .errors import BadInput
@@ -38,34 +37,34 @@ from .rewrite import NearMiss, Pass
 log = logging.getLogger(__name__)
 
 PIPELINE: tuple[Pass, ...] = (
-    remove_identity.PASS,
+    REMOVE_IDENTITY,
     # (before drop_noop_casts: a check of a conversion's input is one more reader of it)
-    drop_metadata_asserts.PASS,
-    drop_noop_casts.PASS,
+    DROP_METADATA_ASSERTS,
+    DROP_NOOP_CASTS,
     # Before constant folding, which would turn a weight's transpose into a plain constant.
-    recognize_linear.PASS,
-    fold_constants.PASS,
+    RECOGNIZE_LINEAR,
+    FOLD_CONSTANTS,
     # (after constant folding, which may compute a batch norm's statistics or a conv's weight)
-    fold_batch_norm.PASS,
-    fold_shape_inputs.PASS,
-    normalize_axes.PASS,
-    eliminate_common_subexpressions.PASS,
-    recognize_stack.PASS,
-    recognize_activations.PASS,
-    recognize_norms.PASS,
+    FOLD_BATCH_NORM,
+    FOLD_SHAPE_INPUTS,
+    NORMALIZE_AXES,
+    ELIMINATE_COMMON_SUBEXPRESSIONS,
+    RECOGNIZE_STACK,
+    RECOGNIZE_ACTIVATIONS,
+    RECOGNIZE_NORMS,
     # Before the batching: its one lookup is the split source that batch_split_chains batches from.
-    batch_embedding_lookups.PASS,
-    batch_split_chains.PASS,
-    batch_parallel_chains.PASS,
-    collapse_reshapes.PASS,
+    BATCH_EMBEDDING_LOOKUPS,
+    BATCH_SPLIT_CHAINS,
+    BATCH_PARALLEL_CHAINS,
+    COLLAPSE_RESHAPES,
     # (after batching and reshape collapsing too: two batched rewrites of one source each view it the
     # same way, and values that differed by a no-op reshape are equal now)
-    merge_recognized_duplicates.PASS,
-    fuse_norm_act.PASS,
-    fuse_norm_act_linear.PASS,
+    MERGE_RECOGNIZED_DUPLICATES,
+    FUSE_NORM_ACT,
+    FUSE_NORM_ACT_LINEAR,
     # (last but dead-node removal: a recognizer is a means, not a result)
-    restore_unfused.PASS,
-    remove_dead_nodes.PASS,
+    RESTORE_UNFUSED,
+    REMOVE_DEAD_NODES,
 )
 
 

@@ -10,7 +10,7 @@ from .driver import (
     rewrite_match,
     why_kept,
 )
-from .passes import Pass, rewrite_pass
+from .pass_definition import Pass, rewrite_pass
 from .pattern import Either, Match, NodePattern, Var, match, op
 from .rule import Builder, Decline, Fail, InPlace, Rule
 

@@ -1,7 +1,7 @@
 """Reachability questions on the IR, answered with networkx.
 
-Fusing a set of nodes into one must not create a cycle: that happens exactly when a value the fused
-node would read depends on one of the nodes it replaces.
+Rewriting N chains into one must not create a cycle: that happens exactly when a value the rewrite
+would read depends on one of the nodes it replaces.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ def ancestors(dag: nx.DiGraph, values: Iterable[Value]) -> set[Node]:
     return found
 
 
-def creates_cycle(graph: Graph, fused: Iterable[Node], inputs: Iterable[Value]) -> bool:
-    """Whether one node replacing ``fused`` and reading ``inputs`` would depend on itself."""
-    fused = set(fused)
-    outside = [v for v in inputs if v is not None and v.producer not in fused]
-    return bool(ancestors(dependency_graph(graph), outside) & fused)
+def depends_on(graph: Graph, values: Iterable[Value], nodes: Iterable[Node]) -> bool:
+    """Whether any of ``values`` is computed, directly or not, from any of ``nodes``."""
+    nodes = set(nodes)
+    if not nodes:
+        return False
+    return bool(ancestors(dependency_graph(graph), values) & nodes)

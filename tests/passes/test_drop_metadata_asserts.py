@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 from exporting import TORCH_FORMS, call_targets, export_torch, float64_reference, optimize_checked
-from graphopt.passes import drop_metadata_asserts
+from graphopt.passes.canonicalize import drop_metadata_asserts
 from test_drop_noop_casts import RealCast, T5StyleNorm, args
 
 from graphopt.frontends.torch_export import from_exported_program

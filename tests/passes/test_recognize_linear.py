@@ -8,7 +8,7 @@ import onnx
 import pytest
 import torch
 import torch_programs as tp
-from graphopt.passes import recognize_linear
+from graphopt.passes.recognize import recognize_linear
 from onnx import TensorProto, helper, numpy_helper
 
 import graphopt

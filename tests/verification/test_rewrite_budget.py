@@ -1,5 +1,5 @@
 from broken_pass import tanh_chain
-from graphopt.passes import fold_constants
+from graphopt.passes.canonicalize import fold_constants
 
 from graphopt.frontends.onnx import from_onnx
 from graphopt.ir import Op

@@ -12,10 +12,10 @@ become one): reshapes collapse again after a merge, until a merge finds nothing.
 
 from __future__ import annotations
 
-from graphopt.passes import collapse_reshapes, eliminate_common_subexpressions
-
 from graphopt.ir import Graph
 from graphopt.rewrite import Pass, RewriteStats
+
+from . import collapse_reshapes, eliminate_common_subexpressions
 
 ROUNDS = 4
 

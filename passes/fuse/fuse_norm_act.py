@@ -9,25 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphopt.fused import Activation, Norm
+from graphopt.fused import NORM_ACT, Activation, Norm
 from graphopt.fused.onnx_decompose import MIN_OPSET as FALLBACK_MIN_OPSET
 from graphopt.ir import DType, Node, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass, why_kept
 
-KERNEL_DTYPES = frozenset({DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16})
-_ACTIVATIONS = {
-    Op.RELU: Activation.RELU,
-    Op.TANH: Activation.TANH,
-    Op.SILU: Activation.SILU,
-    Op.SIGMOID: Activation.SIGMOID,
-}
+from .activations import ACTIVATION_OPS, activation_of
+
+KERNEL_DTYPES = frozenset(DType[name.upper()] for name in NORM_ACT.dtypes)
+_KERNEL_DTYPE_NAMES = ", ".join(NORM_ACT.dtypes[:-1]) + " and " + NORM_ACT.dtypes[-1]
 _NORMS = {Op.LAYER_NORM: Norm.LAYER, Op.RMS_NORM: Norm.RMS}
-
-
-def activation_of(node: Node) -> Activation:
-    if node.op == Op.GELU:
-        return Activation.GELU_TANH if node.attrs.get("approximate") == "tanh" else Activation.GELU
-    return _ACTIVATIONS[node.op]
 
 
 def check_norm(norm: Node) -> Fail | None:
@@ -38,7 +29,7 @@ def check_norm(norm: Node) -> Fail | None:
         return Fail(f"the model imports opset {opset}; fused ops need opset {FALLBACK_MIN_OPSET} or newer")
     x = norm.input(0)
     if x.dtype not in KERNEL_DTYPES:
-        return Fail(f"{x.name!r} is {x.dtype}; the fused kernels take float32, float16 and bfloat16")
+        return Fail(f"{x.name!r} is {x.dtype}; the fused kernels take {_KERNEL_DTYPE_NAMES}")
     if x.rank is None or "axis" not in norm.attrs:
         return Fail(f"rank of {x.name!r} is unknown")
     if not 0 <= norm.attrs.get("eps", 0.0) < float("inf"):  # (also refuses NaN)
@@ -105,7 +96,6 @@ def _fused(b, norm: Node, x, residual, activation: Activation, narrowed: list | 
     return node.outputs
 
 
-ACTS = (*_ACTIVATIONS, Op.GELU)
 NORMS = tuple(_NORMS)
 
 
@@ -151,11 +141,11 @@ def _info(match, narrowed):
 
 
 def act_pattern(x):
-    return op.any_of(*ACTS)(_norm(x, False))
+    return op.any_of(*ACTIVATION_OPS)(_norm(x, False))
 
 
 def cast_act_pattern(x):
-    return op.any_of(*ACTS)(_norm(x, True))
+    return op.any_of(*ACTIVATION_OPS)(_norm(x, True))
 
 
 def check_act(match):
@@ -171,11 +161,11 @@ def replace_act(b, match):
 
 
 def add_act_pattern(x, r):
-    return op.any_of(*ACTS)(_norm(op.add(x, r).named("add"), False))
+    return op.any_of(*ACTIVATION_OPS)(_norm(op.add(x, r).named("add"), False))
 
 
 def cast_add_act_pattern(x, r):
-    return op.any_of(*ACTS)(_norm(op.add(x, r).named("add"), True))
+    return op.any_of(*ACTIVATION_OPS)(_norm(op.add(x, r).named("add"), True))
 
 
 def add_norm_pattern(x, r):

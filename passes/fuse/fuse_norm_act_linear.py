@@ -17,7 +17,7 @@ import numpy as np
 from graphopt.ir import DType, Node, Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 
-from .fuse_norm_act import ACTS, activation_of
+from .activations import ACTIVATION_OPS, activation_of
 
 MAX_OUT_FEATURES = {DType.FLOAT32: 32, DType.FLOAT16: 4, DType.BFLOAT16: 4}
 
@@ -36,7 +36,7 @@ def matmul_pattern(h, w):
 
 def _with_activation(inner):
     def pattern(h, w, *rest):
-        return op.any_of(*ACTS)(inner(h, w, *rest).named("linear"))
+        return op.any_of(*ACTIVATION_OPS)(inner(h, w, *rest).named("linear"))
 
     pattern.__signature__ = inspect.signature(inner)  # the matcher names variables after parameters
     return pattern

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Node, Op, Value
-from ..ir.ops import VIEWS
-from ..rewrite import Builder, Decline, Fail, Match
+from graphopt.ir import Node, Op, Value
+from graphopt.ir.ops import VIEWS
+from graphopt.rewrite import Builder, Decline, Fail, Match
+from graphopt.rewrite.reachability import depends_on
+
 from .batch_ops import RULES, Batched, Constant, Operand, move_axis
-from .chains import Chain, first_difference, signature, trace_chain
-from .reachability import depends_on_any
+from .chains import Chain, first_difference, members, signature, trace_chain
 from .sources import Source, piece_shared, read_elsewhere, split_source, value_source
 
 
@@ -55,7 +56,7 @@ def find_group(match: Match, *, independent: bool) -> Match | Fail | None:
             # for one op per chain that costs more than the launches it saves.
             return Fail(f"one op per chain, joined on axis {combine.attrs['axis']}: the copies cost more")
         source = value_source(chains)
-        if not isinstance(source, Fail) and depends_on_any(graph, [c.piece for c in chains], chains):
+        if not isinstance(source, Fail) and depends_on(graph, [c.piece for c in chains], members(chains)):
             return Fail("one chain's input depends on another chain")
     if isinstance(source, Fail):
         return source

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Graph, Node, Value, constant_of
-from ..ir.attrs import frozen
-from ..rewrite import Fail, why_kept
+from graphopt.ir import Graph, Node, Value, constant_of
+from graphopt.ir.attrs import frozen
+from graphopt.rewrite import Fail, why_kept
+
 from .batch_ops import BATCHABLE
 
 
@@ -22,6 +23,11 @@ class Chain:
     piece: Value  # the slice the chain starts from
     nodes: list[Node]  # in dependency order; nodes[-1] produces ``output``
     output: Value  # what the combine reads
+
+
+def members(chains: list[Chain]) -> set[Node]:
+    """Every node of every chain."""
+    return {node for chain in chains for node in chain.nodes}
 
 
 def trace_chain(graph: Graph, output: Value, combine: Node) -> Chain | Fail:

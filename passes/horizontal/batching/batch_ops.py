@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Node, Op, Value, constant_of
-from ..ir.ops import BINARY_POINTWISE, UNARY_POINTWISE
-from ..rewrite import Builder, Fail
+from graphopt.ir import Node, Op, Value, constant_of
+from graphopt.ir.ops import BINARY_POINTWISE, UNARY_POINTWISE
+from graphopt.rewrite import Builder, Fail
 
 
 @dataclass(frozen=True)

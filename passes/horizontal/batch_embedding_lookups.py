@@ -24,8 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.horizontal.chains import Chain, first_difference, signature, trace_chain
-from graphopt.horizontal.reachability import depends_on_any
 from graphopt.ir import DType, Graph, Node, Op, Tensor, Value, constant_of, opaque_name
 from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import (
@@ -38,6 +36,9 @@ from graphopt.rewrite import (
     may_rewrite,
     replace_value,
 )
+from graphopt.rewrite.reachability import depends_on
+
+from .batching.chains import Chain, first_difference, members, signature, trace_chain
 
 RULE = "batch_embedding_lookups"
 ATEN_EMBEDDING = opaque_name("aten", "embedding.default")
@@ -108,9 +109,9 @@ def find_group(graph: Graph, combine: Node) -> Group | Fail | None:
     if any(signature(c) != reference for c in chains[1:]):
         return Fail(first_difference(chains))
     for chain in chains:
-        members = set(chain.nodes) or {combine}
+        inside = set(chain.nodes) or {combine}
         piece = chain.piece
-        if graph.is_output(piece) or any(use.node not in members for use in piece.uses):
+        if graph.is_output(piece) or any(use.node not in inside for use in piece.uses):
             return Fail(f"lookup result {piece.name!r} is also read outside its chain")
     first = lookups[0]
     for lookup in lookups[1:]:
@@ -121,7 +122,7 @@ def find_group(graph: Graph, combine: Node) -> Group | Fail | None:
             return Fail(f"tables {lookup.table.name!r} and {first.table.name!r} differ in dtype")
     if sum(not isinstance(d, int) for d in first.indices.shape) > 1:
         return Fail(f"indices {first.indices.name!r} have more than one symbolic dim")
-    if depends_on_any(graph, [lookup.indices for lookup in lookups], chains):
+    if depends_on(graph, [lookup.indices for lookup in lookups], members(chains)):
         return Fail("one lookup's indices depend on another feature's chain")
     per_chain = sum(node.op not in VIEWS for node in chains[0].nodes)
     before, after = len(lookups) * (1 + per_chain), INDEX_KERNELS + 1 + per_chain

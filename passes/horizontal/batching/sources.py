@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..ir import Node, Op, Value, constant_of
-from ..rewrite import Builder, Fail
+from graphopt.ir import Node, Op, Value, constant_of
+from graphopt.rewrite import Builder, Fail
+
 from .batch_ops import Batched
 from .chains import Chain
 
