@@ -16,7 +16,7 @@ from graphopt.passes.canonicalize import (
     FOLD_CONSTANTS,
     FOLD_ONNX_BATCH_NORM,
     FOLD_SHAPE_INPUTS,
-    MERGE_RECOGNIZED_DUPLICATES_ONCE,
+    MERGE_RECOGNIZED_DUPLICATES,
     NORMALIZE_AXES,
     REMOVE_DEAD_NODES,
     REMOVE_IDENTITY,
@@ -46,31 +46,9 @@ from graphopt.passes.recognize import (
 
 from .errors import BadInput
 from .ir import Graph, verify
-from .rewrite import NearMiss, Pass, RewriteStats
+from .rewrite import NearMiss, Pass
 
 log = logging.getLogger(__name__)
-
-# A merge can leave a reshape whose only reader is now another reshape (two equal views of one
-# value become one): collapse again after a merge, until a merge finds nothing.
-_MERGE_ROUNDS = 4
-
-
-def _merge_then_collapse(graph: Graph) -> RewriteStats:
-    total = RewriteStats()
-    for _ in range(_MERGE_ROUNDS):
-        merged = MERGE_RECOGNIZED_DUPLICATES_ONCE.run(graph)
-        total.merge(merged)
-        if not merged.counts:
-            break
-        total.merge(COLLAPSE_RESHAPES.run(graph))
-    return total
-
-
-MERGE_RECOGNIZED_DUPLICATES = Pass(
-    MERGE_RECOGNIZED_DUPLICATES_ONCE.name,
-    MERGE_RECOGNIZED_DUPLICATES_ONCE.description + " Reshape chains that a merge joins collapse again.",
-    _merge_then_collapse,
-)
 
 PIPELINE: tuple[Pass, ...] = (
     REMOVE_IDENTITY,

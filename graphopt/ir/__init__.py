@@ -3,7 +3,7 @@
 from .core_types import Dim, GraphError, Shape
 from .dtypes import DType
 from .graph import Graph, Node, Use, Value, constant_of
-from .infer import broadcast, infer_outputs, normalize_axis
+from .infer import infer_outputs, normalize_axis
 from .ops import Op, is_canonical, opaque_name
 from .printer import format_graph, format_node, op_counts
 from .provenance import origins, record_origins
@@ -21,7 +21,6 @@ __all__ = [
     "Tensor",
     "Use",
     "Value",
-    "broadcast",
     "constant_of",
     "format_graph",
     "format_node",

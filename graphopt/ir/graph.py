@@ -1,8 +1,8 @@
 """Graph, Node, Value: the one IR both frontends load into and every pass works on.
 
 A node owns its outputs; a value knows its producer, its ordered uses, its dtype and its shape
-(dims are ints, symbolic names such as "batch", or None when unknown). Passes read node inputs but
-never assign them: the graph's few edits (add, replace all uses, erase) keep use lists right.
+(dims are ints, symbolic names such as "batch", or None when unknown). Only a node's own methods
+write its inputs (a tuple), and a value hands out its uses as a snapshot: use lists stay right.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Use(NamedTuple):
 
 
 class Value:
-    __slots__ = ("const", "dtype", "index", "meta", "name", "producer", "shape", "uses")
+    __slots__ = ("_uses", "const", "dtype", "index", "meta", "name", "producer", "shape")
 
     def __init__(self, name: str, dtype: DType | None, shape: Shape | None, producer=None, index=0):
         self.name = name
@@ -32,7 +32,7 @@ class Value:
         self.shape = None if shape is None else tuple(shape)
         self.producer: Node | None = producer
         self.index = index
-        self.uses: list[Use] = []
+        self._uses: dict[Use, None] = {}  # (a dict: in the order readers came, each found at once)
         self.const: Tensor | None = None  # set for graph constants (initializers, frozen weights)
         self.meta: dict[str, Any] = {}
 
@@ -43,17 +43,26 @@ class Value:
     @property
     def static_shape(self) -> tuple[int, ...] | None:
         """The shape when every dim is a known integer."""
-        if self.shape is None or not all(isinstance(d, int) for d in self.shape):
-            return None
-        return self.shape  # type: ignore[return-value]
+        known = self.shape is not None and all(isinstance(d, int) for d in self.shape)
+        return self.shape if known else None  # type: ignore[return-value]
+
+    @property
+    def uses(self) -> tuple[Use, ...]:
+        """Who reads this value, in the order they came: a snapshot, unchanged by later edits."""
+        return tuple(self._uses)
 
     def users(self) -> list[Node]:
         """Distinct consuming nodes, in use order."""
-        return list(dict.fromkeys(use.node for use in self.uses))
+        return list(dict.fromkeys(use.node for use in self._uses))
+
+    @property
+    def type_text(self) -> str:
+        """``float32[batch,8]``: the dtype and each dim, ``?`` where unknown."""
+        dims = "?" if self.shape is None else ",".join("?" if d is None else str(d) for d in self.shape)
+        return f"{self.dtype}[{dims}]"
 
     def __repr__(self) -> str:
-        dims = "?" if self.shape is None else ",".join("?" if d is None else str(d) for d in self.shape)
-        return f"%{self.name}: {self.dtype}[{dims}]"
+        return f"%{self.name}: {self.type_text}"
 
 
 class Node:
@@ -61,7 +70,7 @@ class Node:
 
     def __init__(self, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any], name: str):
         self.op = op
-        self._inputs: list[Value | None] = list(inputs)
+        self._inputs: tuple[Value | None, ...] = tuple(inputs)
         self.attrs = dict(attrs)
         self.name = name
         self.outputs: list[Value] = []
@@ -74,11 +83,31 @@ class Node:
 
     @property
     def inputs(self) -> tuple[Value | None, ...]:
-        return tuple(self._inputs)
+        return self._inputs
 
     def input(self, i: int) -> Value | None:
         """Input i, or None when it is absent (an omitted optional input)."""
         return self._inputs[i] if i < len(self._inputs) else None
+
+    def replace_input_with(self, index: int, value: Value | None) -> None:
+        """Reads ``value`` (None: nothing) as input ``index``; both values' use lists follow."""
+        old = self._inputs[index]
+        if old is not None:
+            del old._uses[(self, index)]  # (equal to the Use: no NamedTuple built to find it)
+        self._inputs = (*self._inputs[:index], value, *self._inputs[index + 1 :])
+        if value is not None:
+            value._uses[Use(self, index)] = None
+            if self.graph is not None:  # (reading a value produced later breaks the order)
+                self.graph._ordered = False
+
+    def set_inputs(self, values: Sequence[Value | None]) -> None:
+        """Reads ``values`` instead; an input that stays keeps its place in its value's use list."""
+        for index in range(len(self._inputs) - 1, len(values) - 1, -1):
+            self.replace_input_with(index, None)
+        self._inputs = self._inputs[: len(values)] + (None,) * (len(values) - len(self._inputs))
+        for index, value in enumerate(values):
+            if self._inputs[index] is not value:
+                self.replace_input_with(index, value)
 
     @property
     def output(self) -> Value:
@@ -133,7 +162,7 @@ class Graph:
         return self._output_count.get(value, 0) > 0
 
     def is_used(self, value: Value) -> bool:
-        return bool(value.uses) or self.is_output(value)
+        return bool(value._uses) or self.is_output(value)
 
     def values(self) -> Iterator[Value]:
         yield from self.inputs
@@ -196,9 +225,9 @@ class Graph:
         for index, (out_name, dtype, shape) in enumerate(outputs):
             self._claim(out_name)
             node.outputs.append(Value(out_name, dtype, shape, producer=node, index=index))
-        for index, value in enumerate(inputs):
+        for index, value in enumerate(node._inputs):
             if value is not None:
-                value.uses.append(Use(node, index))
+                value._uses[Use(node, index)] = None
         node.graph = self
         # Appended after every value it reads (they all exist already): a topological order stays one.
         self._nodes[node] = None
@@ -218,33 +247,16 @@ class Graph:
         stays topological (no re-sort needed)."""
         if old is new:
             return
-        for use in old.uses:
-            use.node._inputs[use.index] = new
-            new.uses.append(use)
-        old.uses = []
+        for use in old._uses:  # (each Use moves as it is)
+            node, index = use
+            node._inputs = (*node._inputs[:index], new, *node._inputs[index + 1 :])
+            new._uses[use] = None
+        old._uses = {}
         if not new_is_earlier:
             self._ordered = False
         if self.is_output(old):
             self.outputs = [new if v is old else v for v in self.outputs]
             self._output_count[new] += self._output_count.pop(old)
-
-    def set_input(self, node: Node, index: int, value: Value | None) -> None:
-        """Rewires one input; for frontends and the rewrite driver, not for rules."""
-        old = node._inputs[index]
-        if old is not None:
-            old.uses.remove((node, index))
-        node._inputs[index] = value
-        if value is not None:
-            value.uses.append(Use(node, index))
-        self._ordered = False
-
-    def truncate_inputs(self, node: Node, count: int) -> None:
-        """Drops the inputs of ``node`` after the first ``count`` (reading less keeps any order)."""
-        for index in range(len(node._inputs) - 1, count - 1, -1):
-            value = node._inputs[index]
-            if value is not None:
-                value.uses.remove((node, index))
-        del node._inputs[count:]
 
     def erase(self, node: Node) -> None:
         """Removes a node whose outputs nobody reads."""
@@ -252,9 +264,9 @@ class Graph:
             if self.is_used(value):
                 readers = ", ".join(repr(u.node.name) for u in value.uses) or "the graph outputs"
                 raise GraphError(f"cannot erase {node.op} {node.name!r}: {value.name!r} is read by {readers}")
-        for index, value in enumerate(node._inputs):
+        for index, value in enumerate(node._inputs):  # (its inputs stay, for revive)
             if value is not None:
-                value.uses.remove((node, index))  # (equal to the Use: no NamedTuple built to find it)
+                del value._uses[(node, index)]
         del self._nodes[node]
         del self._by_op[node.op][node]
         node.graph = None
@@ -269,14 +281,14 @@ class Graph:
         if node.graph is not None:
             raise GraphError(f"cannot revive {node.op} {node.name!r}: it is in a graph")
         reads = reads or {}
-        inputs = [None if v is None else reads.get(v, v) for v in node._inputs]
+        inputs = tuple(None if v is None else reads.get(v, v) for v in node._inputs)
         for value in inputs:
             if value is not None and not self._owns(value):
                 raise GraphError(f"cannot revive {node.name!r}: {value.name!r} is not a value of this graph")
         node._inputs = inputs
         for index, value in enumerate(inputs):
             if value is not None:
-                value.uses.append(Use(node, index))
+                value._uses[Use(node, index)] = None
         for value in node.outputs:
             value.producer = node
         node.graph = self
@@ -295,9 +307,8 @@ class Graph:
         longer needed: nodes and values reference each other, so without this only Python's cycle
         collector could free them, walking every one of them (half a second at 50,000 nodes)."""
         for node in self._nodes:
-            # A node that references no value and no graph closes no cycle: values still name their
-            # producer and readers, but no reference leads back to them.
-            node._inputs = []
+            # (a node that references no value and no graph closes no cycle: none leads back to it)
+            node._inputs = ()
             node.outputs = []
             node.graph = None
         self._nodes.clear()

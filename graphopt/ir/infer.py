@@ -6,6 +6,7 @@ that recorded shapes agree with these rules. Dims stay symbolic where they are: 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -125,7 +126,7 @@ def _inferred_dim(shape: Shape, others: list[Dim]) -> int | None:
     """What -1 stands for: the input's size over the other dims', where a symbolic dim the output keeps
     (copied with 0, or named again) cancels out: [s, 1, 4, 3] → [s, 1, -1] gives 12."""
     symbols = Counter(d for d in shape if isinstance(d, str))
-    total = _product(d for d in shape if not isinstance(d, str))
+    total = None if None in shape else math.prod(d for d in shape if not isinstance(d, str))
     rest = 1
     for d in others:
         if isinstance(d, int):
@@ -137,15 +138,6 @@ def _inferred_dim(shape: Shape, others: list[Dim]) -> int | None:
     if total is None or any(symbols.values()) or rest <= 0 or total % rest:
         return None
     return total // rest
-
-
-def _product(dims) -> int | None:
-    total = 1
-    for d in dims:
-        if not isinstance(d, int):
-            return None
-        total *= d
-    return total
 
 
 def _transpose(node: Node) -> list[OutputType]:

@@ -79,9 +79,8 @@ class Op:
     # Fused ops of the graphopt domain ("graphopt.<name>"): spelled by their specs, one folder each
     # under graphopt/fused/; every fused op is known by ``graphopt.fused.by_ir_op``, named here or not.
     NORM_ACT = _NORM_ACT_SPEC.ir_op  # inputs (x, scale?, bias?, residual?); norm, activation, eps, axis
-    NORM_ACT_LINEAR = (
-        _NORM_ACT_LINEAR_SPEC.ir_op
-    )  # (x, scale?, bias?, weight, linear_bias?); + out_activation
+    # (x, scale?, bias?, weight, linear_bias?); attributes as NORM_ACT's + out_activation
+    NORM_ACT_LINEAR = _NORM_ACT_LINEAR_SPEC.ir_op
     AFFINE_ACT = _AFFINE_ACT_SPEC.ir_op  # inputs (x, scale?, bias?) of [x.shape[axis]]; activation, axis
     GROUP_NORM_ACT = _GROUP_NORM_ACT_SPEC.ir_op  # (x, scale?, bias?, residual?); groups, activation, eps
 

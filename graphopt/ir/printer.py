@@ -4,27 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import Graph, Node, Value
+from .graph import Graph, Node
 from .tensor import Tensor
 
 
-def format_type(value: Value) -> str:
-    if value.shape is None:
-        return f"{value.dtype}[?]"
-    dims = ",".join("?" if d is None else str(d) for d in value.shape)
-    return f"{value.dtype}[{dims}]"
-
-
 def format_attr(value: Any) -> str:
-    if isinstance(value, float):
-        return repr(value)
     if isinstance(value, tuple | list):
         return "(" + ",".join(format_attr(v) for v in value) + ")"
-    if isinstance(value, Tensor):
-        return repr(value)
-    if isinstance(value, str):
-        return repr(value)
-    return str(value)
+    return repr(value) if isinstance(value, float | Tensor | str) else str(value)
 
 
 def format_node(node: Node) -> str:
@@ -34,11 +21,11 @@ def format_node(node: Node) -> str:
     text = f"{outputs} = {node.op}({inputs})"
     if attrs:
         text += f" {{{attrs}}}"
-    return text + "  : " + ", ".join(format_type(v) for v in node.outputs)
+    return text + "  : " + ", ".join(v.type_text for v in node.outputs)
 
 
 def format_graph(graph: Graph) -> str:
-    header = ", ".join(f"%{v.name}: {format_type(v)}" for v in graph.inputs)
+    header = ", ".join(repr(v) for v in graph.inputs)
     lines = [f"graph {graph.name}({header}) {{"]
     for value in graph.constants.values():
         lines.append(f"  %{value.name} = constant {value.const!r}")

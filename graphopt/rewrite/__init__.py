@@ -6,17 +6,18 @@ from .driver import (
     RewriteStats,
     apply_rules,
     erase_dead,
-    external_use,
     replace_value,
     rewrite_match,
+    why_kept,
 )
 from .pass_definition import Pass, rewrite_pass
-from .pattern import Match, NodePattern, Var, match, op
+from .pattern import Either, Match, NodePattern, Var, match, op
 from .rule import Builder, Decline, Fail, InPlace, Rule
 
 __all__ = [
     "Builder",
     "Decline",
+    "Either",
     "Fail",
     "InPlace",
     "Match",
@@ -30,7 +31,6 @@ __all__ = [
     "apply_rules",
     "count_rewrite",
     "erase_dead",
-    "external_use",
     "match",
     "may_rewrite",
     "op",
@@ -38,4 +38,5 @@ __all__ = [
     "rewrite_budget",
     "rewrite_match",
     "rewrite_pass",
+    "why_kept",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -11,10 +10,8 @@ from ..ir import Graph, GraphError, Node, Value, record_origins
 from ..ir.provenance import has_origins
 from .budget import count_rewrite, may_rewrite
 from .origin import note_origin
-from .pattern import Match, NodePattern, match
+from .pattern import Either, Match, NodePattern, match
 from .rule import Builder, Decline, Fail, InPlace, Rule
-
-log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 100
 
@@ -45,8 +42,7 @@ def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = Fals
     Of those candidates, a rule tries the ones that ``_possible_roots`` leaves. ``keep_origin``: each
     new node keeps what it replaced, to be given back if no fusion consumes it (origin.py)."""
     stats = RewriteStats()
-    misses: dict[tuple[str, str], NearMiss] = {}
-    missed_at: dict[tuple[str, str], Node] = {}
+    misses: dict[tuple[str, str], tuple[NearMiss, Node]] = {}  # by (rule, node): the miss, where
     depth = max((pattern_depth(rule.root) for rule in rules), default=1)
     dirty: dict[str, list[Node]] | None = None  # by op; None: every node
     for _ in range(MAX_ROUNDS):
@@ -57,7 +53,7 @@ def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = Fals
                 candidates = graph.nodes_of(rule.root.ops)
             else:  # in creation order, as nodes_of gives them, without walking every node of the op
                 dirty_of_op = (n for op in rule.root.ops for n in dirty.get(op, ()))
-                candidates = sorted(dirty_of_op, key=_creation_order)
+                candidates = sorted(dirty_of_op, key=lambda n: n.seq)
             roots, reach = _possible_roots(graph, rule.root, len(candidates))  # roots None: all may match
             for node in candidates:
                 if roots is not None and node not in roots:
@@ -67,30 +63,23 @@ def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = Fals
                 found = match(rule.root, node)
                 if found is None:
                     continue
-                outcome = _qualify(graph, rule, found)
-                if outcome is None:
-                    continue  # the rule does not apply here, and nothing came close
+                name = rule.name_of(found)
+                outcome = _qualify(graph, rule, found)  # (None: the rule does not apply, nothing came close)
+                if outcome is not None and not isinstance(outcome, Fail) and may_rewrite():
+                    try:
+                        changes = rewrite_match(graph, name, outcome, rule.replace, keep_origin=keep_origin)
+                    except Decline as declined:
+                        outcome = Fail(declined.reason)
+                    else:
+                        touched += changes
+                        if roots is not None:  # (new reads can bring a needed op within reach of more nodes)
+                            roots |= _downstream(changes, reach)
+                        misses.pop((name, node.name), None)
+                        count_rewrite(name, node.name)
+                        stats.counts[name] += 1
+                        changed = True
                 if isinstance(outcome, Fail):
-                    misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, outcome.reason)
-                    missed_at[(rule.name, node.name)] = node
-                    continue
-                if not may_rewrite():
-                    continue
-                try:
-                    changed_nodes = rewrite_match(
-                        graph, rule.name, outcome, rule.replace, keep_origin=keep_origin
-                    )
-                except Decline as declined:
-                    misses[(rule.name, node.name)] = NearMiss(rule.name, node.name, declined.reason)
-                    missed_at[(rule.name, node.name)] = node
-                    continue
-                touched += changed_nodes
-                if roots is not None:  # (new reads can bring a needed op within reach of more nodes)
-                    roots |= _downstream(changed_nodes, reach)
-                misses.pop((rule.name, node.name), None)
-                count_rewrite(rule.name, node.name)
-                stats.counts[rule.name] += 1
-                changed = True
+                    misses[(name, node.name)] = (NearMiss(name, node.name, outcome.reason), node)
         if not changed:
             break
         dirty = _by_op(_downstream([n for n in touched if n in graph], depth))
@@ -100,12 +89,8 @@ def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = Fals
         )
     graph.sort()
     # A near miss at a node that a later rewrite removed is no longer a miss.
-    stats.near_misses = [m for key, m in misses.items() if missed_at[key] in graph]
+    stats.near_misses = [miss for miss, at in misses.values() if at in graph]
     return stats
-
-
-def _creation_order(node: Node) -> int:
-    return node.seq
 
 
 def _by_op(nodes: Iterable[Node]) -> dict[str, list[Node]]:
@@ -116,7 +101,7 @@ def _by_op(nodes: Iterable[Node]) -> dict[str, list[Node]]:
     return grouped
 
 
-def _possible_roots(graph: Graph, pattern: NodePattern, candidates: int) -> tuple[set[Node] | None, int]:
+def _possible_roots(graph: Graph, pattern, candidates: int) -> tuple[set[Node] | None, int]:
     """The candidates that can match ``pattern`` as far as ops tell, and how many reads ``reach`` the
     narrowing looks up; (None, 0) when finding them would cost more than trying the ``candidates``.
 
@@ -125,8 +110,14 @@ def _possible_roots(graph: Graph, pattern: NodePattern, candidates: int) -> tupl
     candidate outside it can come to match only through a read that a rewrite adds, and every added
     read is by a node that the rewrite returns as changed: the nodes within ``reach`` reads of those
     join the set. Most patterns need an op far rarer than their root's (GELU's ``mul`` reads an
-    ``erf``), so this spares trying thousands of nodes one by one.
+    ``erf``), so this spares trying thousands of nodes one by one. Alternatives at the root: the
+    union of each one's set (reached within the farthest of their reaches).
     """
+    if isinstance(pattern, Either):
+        found = [_possible_roots(graph, p, candidates) for p in pattern.alternatives.values()]
+        if any(roots is None for roots, _ in found):
+            return None, 0
+        return set().union(*(roots for roots, _ in found)), max(reach for _, reach in found)
     needed = [(sub, path) for sub, path in _sub_patterns(pattern, ()) if path]
     if not needed:
         return None, 0
@@ -143,7 +134,8 @@ def _possible_roots(graph: Graph, pattern: NodePattern, candidates: int) -> tupl
 
 def _sub_patterns(pattern: NodePattern, path: tuple) -> Iterator[tuple[NodePattern, tuple]]:
     """Every node pattern within ``pattern``, with the ops of the patterns between it and the root
-    (the root's first; empty for the root itself)."""
+    (the root's first; empty for the root itself). Those inside an ``Either`` are needed by one
+    alternative only: not counted."""
     yield pattern, path
     for sub in pattern.inputs:
         if isinstance(sub, NodePattern):
@@ -151,8 +143,9 @@ def _sub_patterns(pattern: NodePattern, path: tuple) -> Iterator[tuple[NodePatte
 
 
 def pattern_depth(pattern) -> int:
-    inputs = getattr(pattern, "inputs", ())
-    return 1 + max((pattern_depth(p) for p in inputs), default=0)
+    if isinstance(pattern, Either):
+        return max(pattern_depth(p) for p in pattern.alternatives.values())
+    return 1 + max((pattern_depth(p) for p in getattr(pattern, "inputs", ())), default=0)
 
 
 def _downstream(nodes: list[Node], depth: int) -> set[Node]:
@@ -168,8 +161,8 @@ def _downstream(nodes: list[Node], depth: int) -> set[Node]:
 
 
 def _qualify(graph: Graph, rule: Rule, found: Match) -> Match | Fail | None:
-    if not rule.allow_external_uses:
-        reason = external_use(graph, found.matched, found.root)
+    if not rule.allow_external_uses and len(found.matched) > 1:  # (a canonicalization: its root alone)
+        reason = why_kept(graph, found.inner_values(), found.matched)
         if reason:
             return Fail(reason)
     try:
@@ -178,18 +171,16 @@ def _qualify(graph: Graph, rule: Rule, found: Match) -> Match | Fail | None:
         return Fail(str(error))  # in a damaged model): no rewrite, and a near miss that says why
 
 
-def external_use(graph: Graph, matched: Sequence[Node], root: Node) -> str | None:
-    """Why the values inside a match cannot disappear, or None when they can."""
-    inside = set(matched)
-    for node in matched:
-        if node is root:
-            continue
-        for value in node.outputs:
-            if graph.is_output(value):
-                return f"{value.name!r} is a graph output"
-            for use in value.uses:
-                if use.node not in inside:
-                    return f"{value.name!r} is also read by {use.node.op} {use.node.name!r}"
+def why_kept(graph: Graph, values: Iterable[Value], replaced: Iterable[Node]) -> str | None:
+    """Why one of ``values`` cannot disappear with the ``replaced`` nodes (a graph output, or another
+    node reads it), or None: the one answer for rules, recognizers and batching alike."""
+    inside = set(replaced)
+    for value in values:
+        if graph.is_output(value):
+            return f"{value.name!r} is a graph output"
+        for use in value.uses:
+            if use.node not in inside:
+                return f"{value.name!r} is also read by {use.node.op} {use.node.name!r}"
     return None
 
 
@@ -209,7 +200,10 @@ def rewrite_match(
     if isinstance(results, InPlace):
         if builder.created:
             raise GraphError(f"rule {rule_name} built nodes and also changed {root.name!r} in place")
-        _update_in_place(graph, root, results)
+        # The root is no longer what the frontend read: a backend writes it from its canonical form.
+        if results.inputs is not None:
+            root.set_inputs(results.inputs)
+        root.attrs, root.source = dict(results.attrs), None
         if len(found.matched) > 1:  # (a canonicalization matches its root alone)
             erase_dead(graph, [n for n in found.matched if n is not root])
         return [root]
@@ -263,24 +257,6 @@ def _shape_change(old: Value, new: Value) -> str | None:
     ):
         return f"its shape {list(old.shape)} would become {list(new.shape)}"
     return None
-
-
-def _update_in_place(graph: Graph, node: Node, update: InPlace) -> None:
-    """New attributes (and inputs) for ``node``. It is no longer what the frontend read, so a backend
-    writes it from its canonical form, as it would a node a rule built."""
-    if update.inputs is not None:
-        count = len(update.inputs)
-        if tuple(node.inputs[:count]) == tuple(update.inputs):
-            graph.truncate_inputs(node, count)
-        else:
-            for index in range(len(node.inputs) - 1, -1, -1):
-                graph.set_input(node, index, None)
-            node._inputs = [None] * count
-            for index, value in enumerate(update.inputs):
-                if value is not None:
-                    graph.set_input(node, index, value)
-    node.attrs = dict(update.attrs)
-    node.source = None
 
 
 def replace_value(graph: Graph, old: Value, new: Value, created: Sequence[Node]) -> None:

@@ -1,6 +1,6 @@
 """A rule is three plain functions: pattern, check, replace.
 
-* ``pattern(x, ...)`` returns a node pattern (see pattern.py);
+* ``pattern(x, ...)`` returns a node pattern (see pattern.py), or an ``Either`` of node patterns;
 * ``check(match)`` returns the match (optionally with derived ``info``), a ``Fail`` whose reason names
   the value or node that disqualified it (reported as a near miss), or None when the rule simply does
   not apply (nothing worth reporting);
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import DType, Graph, Node, Tensor, Value, record_origins
-from .pattern import OPS_BY_NAME, Match, NodePattern, build_pattern
+from .pattern import Either, Match, NodePattern, build_pattern, canonical_op
 
 
 @dataclass(frozen=True)
@@ -40,22 +40,24 @@ class Decline(Exception):
         return str(self.args[0])
 
 
-CheckResult = Match | Fail | None
-
-
 @dataclass(frozen=True)
 class Rule:
+    # ``{tag}`` in the name stands for the alternative the match took (``norm_from_ops[{square}]``)
     name: str
-    pattern: Callable[..., NodePattern]
+    pattern: Callable[..., NodePattern | Either]
     replace: Callable[[Builder, Match], Value | Sequence[Value]]
-    check: Callable[[Match], CheckResult] = field(default=lambda m: m)
+    check: Callable[[Match], Match | Fail | None] = field(default=lambda m: m)
     # Whether the values between the root and the pattern's inputs may have readers outside the match
     # (they then stay computed, so such a rule must still pay off with them kept).
     allow_external_uses: bool = False
 
     @cached_property
-    def root(self) -> NodePattern:
-        return build_pattern(self.pattern)[0]
+    def root(self) -> NodePattern | Either:
+        return build_pattern(self.pattern)
+
+    def name_of(self, found: Match) -> str:
+        """The name a rewrite of ``found`` is counted and recorded under."""
+        return self.name.format_map(found.tags) if found.tags else self.name
 
 
 class Builder:
@@ -106,11 +108,10 @@ class Builder:
         return value
 
     def __getattr__(self, name: str) -> Callable[..., Value | tuple[Value, ...]]:
-        if name not in OPS_BY_NAME:
-            raise AttributeError(f"no canonical op named {name!r}")
+        op = canonical_op(name)
 
         def build(*inputs: Value | None, **attrs: Any) -> Value | tuple[Value, ...]:
-            node = self.node(OPS_BY_NAME[name], *inputs, **attrs)
+            node = self.node(op, *inputs, **attrs)
             return node.output if len(node.outputs) == 1 else tuple(node.outputs)
 
         return build

@@ -115,14 +115,3 @@ PASS = Pass(
     "Merge nodes that compute the same canonical op on the same inputs.",
     run,
 )
-
-# Once more after recognition, batching and reshape collapsing: two spellings of one activation of one
-# value (``F.silu(x)`` and ``x * sigmoid(x)``) become two equal ops only then, two batched groups that
-# split one source each view it the same way, and values that differed by a no-op reshape are equal.
-# Left apart, they are written back as two spellings or views that the next run merges, so a second
-# run would change the model.
-AFTER_RECOGNITION = Pass(
-    "merge_recognized_duplicates",
-    "Merge equal ops that recognition and batching made (two spellings of one activation of one value).",
-    run,
-)

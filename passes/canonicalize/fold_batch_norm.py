@@ -136,9 +136,9 @@ def _into_conv(graph: Graph, conv: Node, scale: np.ndarray, shift: np.ndarray) -
     new_bias = old_bias * scale + shift
     if len(conv.inputs) < 3:
         raise _Miss(f"{conv.name!r} has no bias slot to fill")
-    graph.set_input(conv, 1, _constant(graph, new_weight, weight.dtype, conv.input(1), INTO_CONV))
+    conv.replace_input_with(1, _constant(graph, new_weight, weight.dtype, conv.input(1), INTO_CONV))
     original = conv.input(2) or conv.input(1)
-    graph.set_input(conv, 2, _constant(graph, new_bias, (bias or weight).dtype, original, INTO_CONV))
+    conv.replace_input_with(2, _constant(graph, new_bias, (bias or weight).dtype, original, INTO_CONV))
     return conv.output
 
 

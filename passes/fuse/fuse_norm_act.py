@@ -13,7 +13,7 @@ from graphopt.fused import NORM_ACT, Activation, Norm
 from graphopt.fused.broadcast_rows import broadcast_block
 from graphopt.fused.onnx_decompose import MIN_OPSET as FALLBACK_MIN_OPSET
 from graphopt.ir import DType, Node, Op, constant_of
-from graphopt.rewrite import Fail, Rule, op, rewrite_pass
+from graphopt.rewrite import Fail, Rule, op, rewrite_pass, why_kept
 
 from .activations import ACTIVATION_OPS, activation_of
 
@@ -138,11 +138,10 @@ def _narrowed(match, storage: DType | None) -> list | Fail | None:
         return None
     if down.attrs["to"] != storage:
         return None
-    for value in (up.output, norm.output, down.output):
-        if value.producer is match.root:
-            continue
-        if match.root.graph.is_output(value) or any(u.node not in match.matched for u in value.uses):
-            return Fail(f"{value.name!r} is also read outside the fused region")
+    inner = [node.output for node in (up, norm, down) if node is not match.root]
+    reason = why_kept(match.root.graph, inner, match.matched)
+    if reason:
+        return Fail(reason)
     weights = []
     for name, weight in zip(("scale", "bias"), norm.inputs[1:], strict=False):
         tensor = constant_of(weight) if weight is not None else None
@@ -209,9 +208,8 @@ def _check_add(match, last: Node):
     swap = _residual(match.node("add"), norm.attrs["axis"])
     if isinstance(swap, Fail):
         return swap
-    if match.root is not last and any(use.node is not match.root for use in last.output.uses):
-        return Fail(f"{last.output.name!r} is also read outside the fused region")
-    return _info(match, narrowed).with_info(swap=swap)
+    reason = why_kept(match.root.graph, [last.output], [match.root]) if match.root is not last else None
+    return Fail(reason) if reason else _info(match, narrowed).with_info(swap=swap)
 
 
 def _last(match) -> Node:

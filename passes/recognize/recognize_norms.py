@@ -9,44 +9,36 @@ the norm is computed in float32 unless it lands in a fused op (``fuse_norm_act``
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from graphopt.ir import Op, constant_of
-from graphopt.rewrite import Fail, Rule, op, rewrite_pass
+from graphopt.rewrite import Either, Fail, Rule, op, rewrite_pass, why_kept
 from graphopt.rewrite.scalars import scalar_operand
 
 
-def _inverse_sqrt(numerator, denominator, form: str):
-    if form == "div":
-        return op.div(numerator, op.sqrt(denominator))
-    if form == "rsqrt":
-        return op.mul(numerator, op.rsqrt(denominator))
-    if form == "one_over":
-        return op.mul(numerator, op.div(1.0, op.sqrt(denominator)))
-    return op.mul(numerator, op.reciprocal(op.sqrt(denominator)))
+def _inverse_sqrt(numerator, denominator):
+    return Either(
+        "inverse",
+        div=op.div(numerator, op.sqrt(denominator)),
+        rsqrt=op.mul(numerator, op.rsqrt(denominator)),
+        reciprocal=op.mul(numerator, op.reciprocal(op.sqrt(denominator))),
+        one_over=op.mul(numerator, op.div(1.0, op.sqrt(denominator))),
+    )
 
 
-def _square(value, form: str):
-    return op.pow(value, 2.0) if form == "pow" else op.mul(value, value)
+def _square(value):
+    return Either("square", pow=op.pow(value, 2.0), mul=op.mul(value, value))
 
 
-def _layer_norm_pattern(square: str, inverse: str):
-    def pattern(x, eps):
-        centered = op.sub(x, op.reduce_mean(x).named("mean"))
-        variance = op.reduce_mean(_square(centered, square)).named("var")
-        return _inverse_sqrt(centered, op.add(variance, eps).named("shifted"), inverse)
-
-    return pattern
+def layer_norm_pattern(x, eps):
+    centered = op.sub(x, op.reduce_mean(x).named("mean"))
+    variance = op.reduce_mean(_square(centered)).named("var")
+    return _inverse_sqrt(centered, op.add(variance, eps).named("shifted"))
 
 
-def _rms_norm_pattern(square: str, inverse: str):
-    def pattern(x, eps):
-        mean_square = op.reduce_mean(_square(x, square)).named("var")
-        return _inverse_sqrt(x, op.add(mean_square, eps).named("shifted"), inverse)
-
-    return pattern
+def rms_norm_pattern(x, eps):
+    mean_square = op.reduce_mean(_square(x)).named("var")
+    return _inverse_sqrt(x, op.add(mean_square, eps).named("shifted"))
 
 
 def var_mean_pattern(x, eps):
@@ -82,18 +74,10 @@ def _private(match) -> Fail | None:
     var = match.node("var")
     square = var.input(0).producer
     centered = square.input(0).producer if square is not None else None  # (x - mean; x's producer in RMS)
-    shared = {var, square, centered, match.nodes.get("mean")}
-    graph, inside = match.root.graph, set(match.matched)
-    for node in match.matched:
-        if node is match.root or node in shared:
-            continue
-        for value in node.outputs:
-            if graph.is_output(value):
-                return Fail(f"{value.name!r} is a graph output")
-            for use in value.uses:
-                if use.node not in inside:
-                    return Fail(f"{value.name!r} is also read by {use.node.op} {use.node.name!r}")
-    return None
+    reason = why_kept(
+        match.root.graph, match.inner_values(var, square, centered, match.nodes.get("mean")), match.matched
+    )
+    return Fail(reason) if reason else None
 
 
 def _check(match, reduce_names):
@@ -219,21 +203,16 @@ def replace_bias(b, match):
     return b.layer_norm(match["x"], scale, bias, **norm.attrs)
 
 
-_FORMS = list(itertools.product(("pow", "mul"), ("div", "rsqrt", "reciprocal", "one_over")))
-
 PASS = rewrite_pass(
     "recognize_norms",
     "Turn elementwise spellings of layer norm and RMS norm (with their scale and bias) into norm ops.",
     [
-        *(
-            Rule(
-                f"layer_norm_from_ops[{s},{i}]",
-                _layer_norm_pattern(s, i),
-                replace_layer_norm,
-                check_layer_norm,
-                allow_external_uses=True,  # (check_layer_norm allows them for the statistics only)
-            )
-            for s, i in _FORMS
+        Rule(
+            "layer_norm_from_ops[{square},{inverse}]",
+            layer_norm_pattern,
+            replace_layer_norm,
+            check_layer_norm,
+            allow_external_uses=True,  # (check_layer_norm allows them for the statistics only)
         ),
         Rule(
             "layer_norm_from_var_mean",
@@ -242,15 +221,12 @@ PASS = rewrite_pass(
             check_layer_norm,
             allow_external_uses=True,
         ),
-        *(
-            Rule(
-                f"rms_norm_from_ops[{s},{i}]",
-                _rms_norm_pattern(s, i),
-                replace_rms_norm,
-                check_rms_norm,
-                allow_external_uses=True,
-            )
-            for s, i in _FORMS
+        Rule(
+            "rms_norm_from_ops[{square},{inverse}]",
+            rms_norm_pattern,
+            replace_rms_norm,
+            check_rms_norm,
+            allow_external_uses=True,
         ),
         Rule("fold_norm_scale", scale_pattern, replace_scale, check_scale),
         Rule("fold_norm_scale_after_cast", rounded_scale_pattern, replace_scale, check_rounded_scale),

@@ -27,7 +27,7 @@ def test_replace_all_uses_moves_readers_and_outputs():
     graph, _, relu, tanh = chain_graph()
     graph.replace_all_uses(tanh.output, relu.output)
     assert graph.outputs == [relu.output]
-    assert tanh.output.uses == []
+    assert tanh.output.uses == ()
     graph.erase(tanh)
     assert op_counts(graph) == {"relu": 1}
     verify(graph)
@@ -51,10 +51,10 @@ def test_remove_dead_drops_unreachable_nodes_and_constants():
 def test_sort_restores_topological_order_and_names_cycles():
     graph, x, relu, tanh = chain_graph()
     late = graph.add_node(Op.NEG, [x], name="late")
-    graph.set_input(relu, 0, late.output)
+    relu.replace_input_with(0, late.output)
     graph.sort()
     assert [n.name for n in graph] == ["late", "relu", "tanh"]
-    graph.set_input(late, 0, tanh.output)
+    late.replace_input_with(0, tanh.output)
     with pytest.raises(GraphError, match="cycle through nodes"):
         graph.sort()
 
@@ -84,7 +84,7 @@ def test_verify_names_the_node_with_a_wrong_shape():
 
 def test_verify_names_a_node_that_reads_a_later_value():
     graph, _, relu, tanh = chain_graph()
-    graph.set_input(relu, 0, tanh.output)
+    relu.replace_input_with(0, tanh.output)
     with pytest.raises(GraphError, match=r"node 'relu' .* reads 'tanh', which is defined later"):
         verify(graph)
 
@@ -100,3 +100,40 @@ def test_printed_ir_lists_nodes_in_order():
     text = format_graph(graph)
     assert "%relu = relu(%x)  : float32[batch,8]" in text
     assert text.index("relu(") < text.index("tanh(")
+
+
+def test_node_inputs_are_written_only_through_the_node():
+    graph, x, relu, tanh = chain_graph()
+    assert relu.inputs == (x,)
+    with pytest.raises(AttributeError):
+        relu.inputs = (tanh.output,)
+    relu.replace_input_with(0, None)
+    assert relu.inputs == (None,) and x.uses == ()
+    relu.replace_input_with(0, x)
+    assert x.uses == ((relu, 0),)
+    verify(graph)
+
+
+def test_set_inputs_keeps_the_place_of_a_use_that_stays():
+    graph, x, relu, _ = chain_graph()
+    y = graph.add_input("y", DType.FLOAT32, ("batch", 8))
+    add = graph.add_node(Op.ADD, [x, y], name="add")
+    late = graph.add_node(Op.EXP, [x], name="late")
+    add.set_inputs([x])
+    assert add.inputs == (x,) and y.uses == ()
+    assert [u.node for u in x.uses] == [relu, add, late]
+    add.set_inputs([relu.output, x, x])
+    assert [(u.node.name, u.index) for u in x.uses] == [("relu", 0), ("late", 0), ("add", 1), ("add", 2)]
+    verify(graph)
+
+
+def test_uses_are_a_snapshot_that_edits_leave_as_they_were():
+    graph, x, relu, _ = chain_graph()
+    other = graph.add_node(Op.EXP, [x], name="other")
+    uses = x.uses
+    for node, index in uses:
+        node.replace_input_with(index, None)
+    assert [u.node for u in uses] == [relu, other]
+    assert x.uses == ()
+    with pytest.raises(AttributeError):
+        x.uses.append((relu, 0))

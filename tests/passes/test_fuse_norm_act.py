@@ -239,3 +239,22 @@ def test_at_opset_13_the_norm_fuses():
     x = np.random.default_rng(3).standard_normal((4, 16)).astype(np.float32) * 5 + 2
     (actual,) = run_onnx(optimized, {"x": x})
     np.testing.assert_allclose(actual, layer_norm_tanh_reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_norm_that_is_also_a_graph_output_is_not_computed_twice():
+    scale = helper.make_tensor("scale", TensorProto.FLOAT, [8], np.linspace(0.5, 1.5, 8).tolist())
+    graph = helper.make_graph(
+        [
+            helper.make_node("Add", ["x", "r"], ["s"]),
+            helper.make_node("LayerNormalization", ["s", "scale"], ["h"], axis=-1, epsilon=1e-5),
+            helper.make_node("Tanh", ["h"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 8]) for n in ("x", "r")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 8]) for n in ("y", "h")],
+        [scale],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    optimized, report = optimize_checked(model)
+    assert op_types(optimized) == ["NormAct", "Tanh"]
+    assert near_misses(report, "fuse_add_norm_act") == ["'h' is a graph output"]

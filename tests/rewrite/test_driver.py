@@ -1,7 +1,7 @@
 import pytest
 
 from graphopt.ir import DType, Graph, Op, format_graph, op_counts, verify
-from graphopt.rewrite import Decline, Fail, Rule, apply_rules, op
+from graphopt.rewrite import Decline, Either, Fail, Rule, apply_rules, op, why_kept
 
 
 def relu_tanh_graph(extra_reader=False):
@@ -89,3 +89,29 @@ def test_replace_must_return_one_value_per_output(returned):
     else:
         with pytest.raises(Exception, match="returned 3 values for 1 outputs"):
             apply_rules(graph, [Rule("bad", pattern, wrong)])
+
+
+def test_a_rule_with_alternatives_counts_each_under_its_tagged_name():
+    graph = Graph()
+    x = graph.add_input("x", DType.FLOAT32, (3,))
+    a = graph.add_node(Op.TANH, [graph.add_node(Op.RELU, [x]).output]).output
+    b = graph.add_node(Op.TANH, [graph.add_node(Op.NEG, [x]).output]).output
+    c = graph.add_node(Op.TANH, [graph.add_node(Op.NEG, [x]).output]).output
+    graph.set_outputs([a, b, c])
+    rule = Rule(
+        "tanh_of[{inner}]",
+        lambda x: op.tanh(Either("inner", relu=op.relu(x), neg=op.neg(x))),
+        lambda b, m: b.sigmoid(m["x"]),
+    )
+    stats = apply_rules(graph, [rule])
+    assert stats.counts == {"tanh_of[relu]": 1, "tanh_of[neg]": 2}
+    assert sorted(n.meta["rule"] for n in graph) == ["tanh_of[neg]", "tanh_of[neg]", "tanh_of[relu]"]
+    verify(graph)
+
+
+def test_why_kept_names_a_graph_output_or_an_outside_reader():
+    graph = relu_tanh_graph(extra_reader=True)
+    relu, tanh, exp = graph.nodes
+    assert why_kept(graph, relu.outputs, [relu, tanh]) == "'relu' is also read by exp 'exp'"
+    assert why_kept(graph, relu.outputs, [relu, tanh, exp]) is None
+    assert why_kept(graph, tanh.outputs, [tanh]) == "'tanh' is a graph output"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from graphopt.ir import Graph, Node, Value, constant_of
 from graphopt.ir.attrs import frozen
-from graphopt.rewrite import Fail
+from graphopt.rewrite import Fail, why_kept
 
 from .batch_ops import BATCHABLE
 
@@ -38,15 +38,10 @@ def trace_chain(graph: Graph, output: Value, combine: Node) -> Chain | Fail:
     inside: set[Node] = set()
     leaves: dict[Value, None] = {}
     _collect(output.producer, inside, order, leaves)
-    for node in order:
-        for value in node.outputs:
-            for use in value.uses:
-                if use.node not in inside and not (value is output and use.node is combine):
-                    return Fail(f"{value.name!r} is also read by {use.node.op} {use.node.name!r}")
-            if graph.is_output(value):
-                return Fail(f"{value.name!r} is a graph output")
-    if output.uses and any(use.node is not combine for use in output.uses):
-        return Fail(f"{output.name!r} is also read outside the {combine.op}")
+    inner = [value for node in order for value in node.outputs if value is not output]
+    reason = why_kept(graph, inner, inside) or why_kept(graph, [output], [combine])
+    if reason:
+        return Fail(reason)
     if len(leaves) != 1:
         names = ", ".join(repr(v.name) for v in leaves) or "none"
         return Fail(
