@@ -29,8 +29,9 @@ stage() {
 }
 for s in $stages; do
   case $s in
-    tests) TAIL=8 stage tests python3 -m pytest -q -p no:cacheprovider -x tests/ort/test_ort_cuda.py \
-             tests/ort/test_ort_cuda_affine_act.py \
+    tests) TAIL=8 stage tests python3 -m pytest -q -p no:cacheprovider --maxfail=20 tests/ort/test_ort_cuda.py \
+             tests/ort/test_ort_cuda_affine_act.py tests/ort/test_ort_norm_act_broadcast.py \
+             tests/kernels/test_norm_act_broadcast.py tests/fused/test_norm_act_broadcast_op.py \
              tests/fused/test_torch_triton.py tests/kernels/test_cuda_launch.py \
              tests/kernels/test_activations.py tests/kernels/test_norm_act.py \
              tests/kernels/test_norm_act_linear.py tests/kernels/test_affine_act.py tests/fused/test_torch_launch.py \
@@ -49,6 +50,9 @@ for s in $stages; do
     # GroupNormAct: its GPU tests, then the kernel against a copy and diffusion-style models end to end.
     groupnorm_tests) TAIL=8 stage groupnorm_tests python3 -m pytest -q -p no:cacheprovider -x \
              tests/ort/test_ort_cuda_group_norm_act.py tests/fused/group_norm_act tests/models/test_diffusion_blocks.py ;;
+    # NormAct with per-feature scale/bias and broadcast residuals against a copy; the per-feature model.
+    broadcast) stage broadcast python3 bench/bench_norm_act_broadcast.py --out "$results" ;;
+    per_feature) stage per_feature python3 bench/bench_per_feature.py --out "$results" ;;
     groupnorm) stage groupnorm python3 bench/bench_group_norm.py --out "$results" ${GROUPNORM_ARGS:-} ;;
   esac
 done

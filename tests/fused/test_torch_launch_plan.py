@@ -150,6 +150,9 @@ def test_the_plans_kept_are_bounded(kernel, monkeypatch):
     assert len(torch_launch_plan._PLANS) <= 3
 
 
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="runs the kernel through Triton's interpreter on CPU tensors"
+)
 @pytest.mark.parametrize("with_residual", [False, True])
 def test_a_planned_launch_of_the_real_kernel_computes_norm_act(with_residual, monkeypatch):
     """(Triton's interpreter on a CPU, so each call goes through the JIT: the plan's arguments.)"""
@@ -173,6 +176,7 @@ def test_a_planned_launch_of_the_real_kernel_computes_norm_act(with_residual, mo
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_planned_op_calls_on_cuda_compute_what_the_reference_computes(dtype):
     from graphopt.fused import register_torch_ops, torch_math
+    from graphopt.fused.norm_act import torch_math as norm_act_math
 
     ops, t = register_torch_ops(), getattr(torch, dtype)
     torch_launch_plan.clear()
@@ -184,12 +188,15 @@ def test_planned_op_calls_on_cuda_compute_what_the_reference_computes(dtype):
             r = torch.randn(*shape, device="cuda", dtype=t)
             w, b = (torch.randn(shape[-1], device="cuda", dtype=t) for _ in range(2))
             y = ops.norm_act(x, w, b, "layer", "gelu", 1e-5, -1)
-            want = torch_math.norm_act(x, w, b, Norm.LAYER, Activation.GELU, 1e-5, x.dim() - 1)
+            want = norm_act_math.norm_act(x, w, b, Norm.LAYER, Activation.GELU, 1e-5, x.dim() - 1)
             assert_close(y.float().cpu(), want.float().double().cpu().numpy(), dtype)
             y, s = ops.add_norm_act(x, r, w, None, "rms", "silu", 1e-6, -1)
             total = torch_math.residual_sum(x, r)
             assert_close(s.float().cpu(), total.float().double().cpu().numpy(), dtype)
-            want = torch_math.norm_act(total, w, None, Norm.RMS, Activation.SILU, 1e-6, x.dim() - 1)
+            want = norm_act_math.norm_act(total, w, None, Norm.RMS, Activation.SILU, 1e-6, x.dim() - 1)
             assert_close(y.float().cpu(), want.float().double().cpu().numpy(), dtype)
     plans = [p for p in torch_launch_plan._PLANS.values() if p is not torch_launch_plan._NO_PLAN]
-    assert plans and all(plan.tail is not None for plan in plans)
+    without_tail = [
+        (p.shape, p.scalars, p.variant and p.variant.with_constexprs) for p in plans if p.tail is None
+    ]
+    assert plans and not without_tail

@@ -11,7 +11,7 @@ from damaged_models import const, info, matmul_relu, model, run, spelled_layer_n
 from onnx import TensorProto, helper
 
 import graphopt
-from graphopt import io
+from graphopt.files import model_files as io
 
 REPO = Path(__file__).resolve().parents[2]
 

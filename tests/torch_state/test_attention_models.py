@@ -25,10 +25,22 @@ KERNELS = {"default": None, "math": [SDPBackend.MATH]}
 @pytest.fixture(scope="module", params=list(MODELS))
 def case(request):
     module, inputs = built(request.param)
-    optimized, report = graphopt.optimize(exported(module, inputs))
+    original = exported(module, inputs)
+    optimized, report = graphopt.optimize(original)
     assert report.verification["ok"]
     assert any(op.startswith("graphopt") for op in report.ops_after)
-    return optimized, inputs, float64_reference(module, inputs)[0]
+    return optimized, inputs, float64_reference(module, inputs)[0], original
+
+
+def _skip_where_the_original_fails(original, inputs, kernel):
+    """A program exported with one attention kernel may bake that kernel's output layout into its
+    views (torch.export writes a reshape as a view where the traced layout allowed one): where the
+    original program itself cannot run with this kernel, there is nothing to match."""
+    with _with_kernel(kernel), torch.no_grad():
+        try:
+            original.module()(*inputs)
+        except RuntimeError as error:
+            pytest.skip(f"the original program fails with the {kernel} kernel too: {str(error)[:80]}")
 
 
 def _with_kernel(kernel: str):
@@ -42,14 +54,16 @@ def _assert_matches(got: torch.Tensor, expected: np.ndarray) -> None:
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_the_optimized_module_matches_the_float64_original(case, kernel):
-    optimized, inputs, expected = case
+    optimized, inputs, expected, original = case
+    _skip_where_the_original_fails(original, inputs, kernel)
     with _with_kernel(kernel), torch.no_grad():
         _assert_matches(optimized.module()(*inputs), expected)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_torch_compile_of_the_optimized_module_matches_the_float64_original(case, kernel):
-    optimized, inputs, expected = case
+    optimized, inputs, expected, original = case
+    _skip_where_the_original_fails(original, inputs, kernel)
     torch._dynamo.reset()
     with _with_kernel(kernel), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -60,7 +74,7 @@ def test_torch_compile_of_the_optimized_module_matches_the_float64_original(case
 
 
 def test_a_saved_program_loads_and_computes_the_same(case, tmp_path):
-    optimized, inputs, expected = case
+    optimized, inputs, expected, _ = case
     torch.export.save(optimized, tmp_path / "model.pt2")
     loaded = torch.export.load(tmp_path / "model.pt2")
     with torch.no_grad():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from graphopt import io
+from graphopt.files import model_files as io
 from graphopt.verification.checking import Reference
 from graphopt.verification.draws import Draw
 from graphopt.verification.float64_check import rejudge
