@@ -7,42 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from graphopt.passes.canonicalize import (
-    COLLAPSE_RESHAPES,
-    DROP_METADATA_ASSERTS,
-    DROP_NOOP_CASTS,
-    ELIMINATE_COMMON_SUBEXPRESSIONS,
-    FOLD_BATCH_NORM,
-    FOLD_CONSTANTS,
-    FOLD_ONNX_BATCH_NORM,
-    FOLD_SHAPE_INPUTS,
-    MERGE_RECOGNIZED_DUPLICATES,
-    NORMALIZE_AXES,
-    REMOVE_DEAD_NODES,
-    REMOVE_IDENTITY,
-)
-from graphopt.passes.fuse import (
-    FUSE_BATCH_NORM_ACT,
-    FUSE_BIAS_ACT,
-    FUSE_GROUP_NORM_ACT,
-    FUSE_NORM_ACT,
-    FUSE_NORM_ACT_LINEAR,
-    FUSE_NORM_ACT_PER_SLICE,
-)
-from graphopt.passes.horizontal import (
-    BATCH_EMBEDDING_BAGS,
-    BATCH_EMBEDDING_LOOKUPS,
-    BATCH_PARALLEL_CHAINS,
-    BATCH_SPLIT_CHAINS,
-)
-from graphopt.passes.recognize import (
-    RECOGNIZE_ACTIVATIONS,
-    RECOGNIZE_GROUP_NORMS,
-    RECOGNIZE_LINEAR,
-    RECOGNIZE_NORMS,
-    RECOGNIZE_STACK,
-    RESTORE_UNFUSED,
-)
+from graphopt.passes import canonicalize, fuse, horizontal, recognize
 
 from .errors import BadInput
 from .ir import Graph, verify
@@ -51,43 +16,43 @@ from .rewrite import NearMiss, Pass
 log = logging.getLogger(__name__)
 
 PIPELINE: tuple[Pass, ...] = (
-    REMOVE_IDENTITY,
+    canonicalize.REMOVE_IDENTITY,
     # (before drop_noop_casts: a check of a conversion's input is one more reader of it)
-    DROP_METADATA_ASSERTS,
-    DROP_NOOP_CASTS,
+    canonicalize.DROP_METADATA_ASSERTS,
+    canonicalize.DROP_NOOP_CASTS,
     # Before constant folding, which would turn a weight's transpose into a plain constant.
-    RECOGNIZE_LINEAR,
-    FOLD_CONSTANTS,
+    recognize.RECOGNIZE_LINEAR,
+    canonicalize.FOLD_CONSTANTS,
     # (after constant folding, which may compute a batch norm's statistics or a conv's weight)
-    FOLD_BATCH_NORM,
-    FOLD_ONNX_BATCH_NORM,
-    FOLD_SHAPE_INPUTS,
-    NORMALIZE_AXES,
-    ELIMINATE_COMMON_SUBEXPRESSIONS,
-    RECOGNIZE_STACK,
-    RECOGNIZE_ACTIVATIONS,
-    RECOGNIZE_NORMS,
-    RECOGNIZE_GROUP_NORMS,
+    canonicalize.FOLD_BATCH_NORM,
+    canonicalize.FOLD_ONNX_BATCH_NORM,
+    canonicalize.FOLD_SHAPE_INPUTS,
+    canonicalize.NORMALIZE_AXES,
+    canonicalize.ELIMINATE_COMMON_SUBEXPRESSIONS,
+    recognize.RECOGNIZE_STACK,
+    recognize.RECOGNIZE_ACTIVATIONS,
+    recognize.RECOGNIZE_NORMS,
+    recognize.RECOGNIZE_GROUP_NORMS,
     # Before the batching: its one lookup is the split source that batch_split_chains batches from.
-    BATCH_EMBEDDING_LOOKUPS,
-    BATCH_EMBEDDING_BAGS,
-    BATCH_SPLIT_CHAINS,
-    BATCH_PARALLEL_CHAINS,
-    COLLAPSE_RESHAPES,
+    horizontal.BATCH_EMBEDDING_LOOKUPS,
+    horizontal.BATCH_EMBEDDING_BAGS,
+    horizontal.BATCH_SPLIT_CHAINS,
+    horizontal.BATCH_PARALLEL_CHAINS,
+    canonicalize.COLLAPSE_RESHAPES,
     # (after batching and reshape collapsing too: two batched rewrites of one source each view it the
     # same way, and values that differed by a no-op reshape are equal now)
-    MERGE_RECOGNIZED_DUPLICATES,
-    FUSE_NORM_ACT,
-    FUSE_NORM_ACT_PER_SLICE,
-    FUSE_NORM_ACT_LINEAR,
-    FUSE_GROUP_NORM_ACT,
+    canonicalize.MERGE_RECOGNIZED_DUPLICATES,
+    fuse.FUSE_NORM_ACT,
+    fuse.FUSE_NORM_ACT_PER_SLICE,
+    fuse.FUSE_NORM_ACT_LINEAR,
+    fuse.FUSE_GROUP_NORM_ACT,
     # (after the norm fusions, which take an activation after a norm first; a batch norm's activation
     # before fuse_bias_act would take it alone)
-    FUSE_BATCH_NORM_ACT,
-    FUSE_BIAS_ACT,
+    fuse.FUSE_BATCH_NORM_ACT,
+    fuse.FUSE_BIAS_ACT,
     # (last but dead-node removal: a recognizer is a means, not a result)
-    RESTORE_UNFUSED,
-    REMOVE_DEAD_NODES,
+    recognize.RESTORE_UNFUSED,
+    canonicalize.REMOVE_DEAD_NODES,
 )
 
 
