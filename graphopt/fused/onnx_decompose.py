@@ -153,6 +153,20 @@ def activate(body: Body, kind: Activation, z: str) -> str:
     raise AssertionError(kind)
 
 
+def normalized_input(body: Body) -> tuple[str, list[str]]:
+    """X in float32, or X + Residual rounded to X's type (written as ResidualSum) where the variant
+    adds one, as the unfused graph computes it; and the outputs the body produces."""
+    s = body.to_float("X")
+    outputs = ["Y"]
+    if "Residual" in body.variant.present:
+        # Rounded to storage precision and normalized from there, as the unfused graph would.
+        s = body.back_to_input_type(body.op("Add", s, body.to_float("Residual")), "ResidualSum")
+        if "ResidualSum" in body.variant.present:
+            outputs.append("ResidualSum")
+        s = body.to_float(s)
+    return s, outputs
+
+
 def optional_float(body: Body, name: str) -> str | None:
     """Input ``name`` cast to float32, or None when the variant leaves it out."""
     return body.to_float(name) if name in body.variant.present else None

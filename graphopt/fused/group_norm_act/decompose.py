@@ -8,19 +8,12 @@ ONNX's GroupNormalization is not used: before opset 21 it scales per group, not 
 
 from __future__ import annotations
 
-from graphopt.fused.onnx_decompose import Body, activate
+from graphopt.fused.onnx_decompose import Body, activate, normalized_input
 
 
 def body(b: Body) -> list[str]:
     v = b.variant
-    s = b.to_float("X")
-    outputs = ["Y"]
-    if "Residual" in v.present:
-        # Rounded to storage precision and normalized from there, as the unfused graph would.
-        s = b.back_to_input_type(b.op("Add", s, b.to_float("Residual")), "ResidualSum")
-        if "ResidualSum" in v.present:
-            outputs.append("ResidualSum")
-        s = b.to_float(s)
+    s, outputs = normalized_input(b)
     rows = b.op("Reshape", s, b.ints([0, 0, -1]))
     grouped = b.op("Reshape", rows, b.ints([0, v.attr("groups"), -1]))
     centered = b.op("Sub", grouped, b.reduce_mean(grouped, (2,)))

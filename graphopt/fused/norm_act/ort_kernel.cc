@@ -40,13 +40,7 @@ void NormActSpec::Compute(const Ort::KernelContext& context, const Attributes& a
                           const std::string& node) {
   const Ort::ConstValue x = context.GetInput(0);
   const Shape shape = ShapeOf(x);
-  const auto rank = static_cast<int64_t>(shape.size());
-  if (rank == 0) throw Error(node + ": input X must have rank >= 1, got a scalar");
-  if (attributes.axis < -rank || attributes.axis >= rank)
-    throw Error(node + ": attribute 'axis' is " + std::to_string(attributes.axis) + ", out of range for X of shape " +
-                ShapeString(shape) + "; expected a value in [" + std::to_string(-rank) + ", " +
-                std::to_string(rank - 1) + "]");
-  const auto axis = static_cast<size_t>(attributes.axis < 0 ? attributes.axis + rank : attributes.axis);
+  const size_t axis = ResolveAxis(node, attributes.axis, shape);
 
   NormActParams p;
   p.rows = Elements(shape, 0, axis);

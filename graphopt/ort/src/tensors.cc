@@ -28,6 +28,16 @@ int64_t Elements(const Shape& shape, size_t begin, size_t end) {
   return n;
 }
 
+size_t ResolveAxis(const std::string& node, int64_t axis, const Shape& shape) {
+  const auto rank = static_cast<int64_t>(shape.size());
+  if (rank == 0) throw Error(node + ": input X must have rank >= 1, got a scalar");
+  if (axis < -rank || axis >= rank)
+    throw Error(node + ": attribute 'axis' is " + std::to_string(axis) + ", out of range for X of shape " +
+                ShapeString(shape) + "; expected a value in [" + std::to_string(-rank) + ", " +
+                std::to_string(rank - 1) + "]");
+  return static_cast<size_t>(axis < 0 ? axis + rank : axis);
+}
+
 Ort::ConstValue OptionalInput(const Ort::KernelContext& context, size_t index) {
   if (index >= context.GetInputCount()) return Ort::ConstValue{nullptr};
   return context.GetInput(index);

@@ -22,6 +22,10 @@ std::string ShapeString(const Shape& shape);
 // Product of shape[begin:end].
 int64_t Elements(const Shape& shape, size_t begin, size_t end);
 
+// The non-negative dimension that attribute 'axis' names in X of `shape`; throws (naming `node`)
+// when X is a scalar or the axis is out of range.
+size_t ResolveAxis(const std::string& node, int64_t axis, const Shape& shape);
+
 // An input of the node, or an empty value when the optional input is absent.
 Ort::ConstValue OptionalInput(const Ort::KernelContext& context, size_t index);
 
