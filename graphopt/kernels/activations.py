@@ -122,7 +122,8 @@ def apply_activation(x, kind, storage: tl.constexpr):
     ``storage`` the dtype the result will be stored in. Tensors come first in products with named
     constants: the interpreter would otherwise wrap the product in a constexpr."""
     if kind == RELU:
-        x = tl.maximum(x, 0.0)
+        # a select, not tl.maximum (which drops NaN): NaN stays NaN, as torch.relu and ONNX Relu give
+        x = tl.where(x < 0.0, 0.0, x)
     elif kind == TANH:
         x = tanh_approx(x) if storage == tl.bfloat16 else _tanh(x)
     elif kind == GELU:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from graphopt.kernels.activations import GELU, RELU, apply_activation
+from graphopt.kernels.activations import GELU, apply_activation
 from graphopt.kernels.kernel_spec import KernelSpec
 from graphopt.kernels.launch_rules import ELEMENT_BYTES, LaunchConfig, Tier, configure, is_aligned, row_tiers
 from graphopt.kernels.ptx import widen
@@ -62,8 +62,7 @@ def _affine_act_block(
         col_scale = widen(tl.load(S + col, mask=masked_by(col_ok, has_scale), other=1.0))
         col_bias = widen(tl.load(B + col, mask=masked_by(col_ok, has_bias), other=0.0))
         z = z * col_scale[None, :] + col_bias[None, :]
-    # (ReLU as a select: NaN stays NaN, as torch.relu and ONNX Relu give; maximum drops it)
-    y = tl.where(z < 0.0, 0.0, z) if activation == RELU else apply_activation(z, activation, storage)
+    y = apply_activation(z, activation, storage)
     if activation == GELU:
         y = tl.where(z < GELU_ZERO_BELOW, z * 0.0, y)  # (-0; and NaN for -inf, as x * Phi(x) gives)
     tl.store(Y + offset, y.to(storage), mask=mask)
