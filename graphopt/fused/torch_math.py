@@ -4,8 +4,8 @@ for their CPU implementations and autograd formulas (each op's ``torch_math.py``
 Statistics and arithmetic run in float32 (float64 for float64 inputs, so gradients can be checked
 in double precision); results take the input's dtype. A residual is added in storage precision,
 as the unfused graph and the Triton kernel do, and the rounded sum is what gets normalized.
-Layer norm's statistics are taken of the input shifted by its mean, as the C++ CPU kernel takes them
-(graphopt/ort/src/cpu_rows.cc): rows with a large common offset keep their precision.
+The CPU implementations call the native ops the fusion replaced (``layer_norm``, ``group_norm``, ...):
+a CPU has no launch to save, so they cost and compute what the unfused program does.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def as_dtype(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    return None if t is None else t.to(dtype)
+    return t if t is None or t.dtype == dtype else t.to(dtype)
 
 
 def activate(kind: Activation, z: torch.Tensor) -> torch.Tensor:
@@ -80,22 +80,11 @@ def residual_sum(x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
     return (x.to(cd) + residual.to(cd)).to(x.dtype)
 
 
-def layer_statistics(s: torch.Tensor, dims: tuple[int, ...], eps: float):
-    """(normalized s, 1 / std) of layer norm over ``dims``, taken of s minus its mean there (the
-    pivot): differences of nearby floats are exact, so a large common offset costs no precision,
-    and the mean of the shifted row corrects the pivot's rounding. Both are taken in float64: a
-    float32 sum or square beyond 3.4e38 (near float32's top, or a damaged weight's product) would
-    make them infinite."""
-    wide = torch.float64
-    shifted = s - s.to(wide).mean(dims, keepdim=True).to(s.dtype)
-    var, mean = torch.var_mean(shifted.to(wide), dims, correction=0, keepdim=True)
-    rstd = torch.rsqrt(var + eps).to(s.dtype)
-    return (shifted - mean.to(s.dtype)) * rstd, rstd
-
-
 def norm_statistics(s: torch.Tensor, norm: Norm, eps: float, dims: tuple[int, ...]):
     """(normalized s, 1 / std) over ``dims``, recomputed for the backward pass."""
     if norm is Norm.LAYER:
-        return layer_statistics(s, dims, eps)
+        var, mean = torch.var_mean(s, dims, correction=0, keepdim=True)
+        rstd = torch.rsqrt(var + eps)
+        return (s - mean) * rstd, rstd
     rstd = torch.rsqrt(s.square().mean(dims, keepdim=True) + eps)
     return s * rstd, rstd
