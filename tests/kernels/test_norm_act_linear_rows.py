@@ -126,6 +126,7 @@ def test_per_feature_norms_with_a_shared_linear(dtype):
     ("x", "k", "expect"),
     [
         ((6, 3, 64), 4, "row_a"),  # blocks of rows that straddle two features
+        ((4, 16, 64), 4, "row_a"),  # blocks inside one feature: one row of each operand per block
         ((5, 2, 100), 2, "row_u"),
         ((3, 2, 8208), 17, "loop_a"),  # more outputs than one accumulated block
     ],

@@ -41,6 +41,7 @@ from graphopt.kernels.row_norm import (
     chunk_stats_update,
     finish_stats,
     load_affine,
+    normalize_activate,
     row_shift,
 )
 
@@ -49,40 +50,69 @@ LOOP_BLOCK_K = tl.constexpr(16)
 
 
 @triton.jit
-def _group_base(row, inner, groups, size):
-    """The offset of the matrix (or bias row) of ``size`` elements that each row reads: 0 for all
-    when there is one (a uniform branch: no division)."""
-    base = row * 0
+def _block_group(first, last, inner, groups, size):
+    """The offset of the operand row (or matrix) of ``size`` elements that the block's first row
+    reads, and whether every row of the block, ``first`` to ``last``, reads that one: then one
+    vector load serves the block, as for a shared operand (per-feature operands on blocks inside one
+    feature, the usual case), else each row loads its own. (A uniform branch: a shared operand
+    costs no division.)"""
+    offset = first * 0
+    same = groups == 1
     if groups != 1:
-        base = ((row // inner) % groups) * size
-    return base
+        q = first // inner
+        offset = (q % groups) * size
+        same = q == last // inner
+    return offset, same
 
 
 @triton.jit
-def _dot_weight_row(h, WL, wl_base, k, cols, idx, col_ok, mask, wl_groups):
+def _normalize(
+    centered, rstd, W, B, row, idx, col_ok, mask, cols, first, last, has_scale, has_bias,
+    w_inner, w_groups, b_inner, b_groups, activation, storage: tl.constexpr,
+):  # fmt: skip
+    """act(centered * rstd * scale + bias), masked-off lanes 0: with one scale and bias row for
+    the block where its rows share them, else with each row's own (NormAct's ``normalize_rows``)."""
+    w_off, w_same = _block_group(first, last, w_inner, w_groups, cols)
+    b_off, b_same = _block_group(first, last, b_inner, b_groups, cols)
+    if w_same & b_same:
+        scale, bias = load_affine(W + w_off, B + b_off, idx, col_ok, has_scale, has_bias)
+        h = normalize_activate(centered, rstd, scale, bias, activation, storage)
+    else:
+        unused = tl.zeros(idx.shape, tl.float32)  # (its shared-row branch is not taken)
+        h = normalize_rows(
+            centered, rstd, unused, unused, W, B, row, idx, mask, cols, has_scale, has_bias,
+            w_inner, w_groups, b_inner, b_groups, activation, storage,
+        )  # fmt: skip
+    return tl.where(mask, h, 0.0)
+
+
+@triton.jit
+def _dot_weight_row(
+    h, WL, row, k, cols, idx, col_ok, mask, out_features, wl_inner, wl_groups, wl_off, wl_same
+):
     """Each row's dot product of ``h`` (the block's columns ``idx``) with row k of its weight
-    matrix: one vector load when all rows share the matrix, else a tile of each row's own (from
-    L1/L2: the matrices are small)."""
+    matrix: one vector load when the block's rows share the matrix, else a tile of each row's own
+    (from L1/L2: the matrices are small)."""
     # (each branch names its load apart: the compiler wants a name's type the same in both)
-    if wl_groups == 1:
-        shared = tl.load(WL + k * cols + idx, mask=col_ok, other=0.0).to(tl.float32)
+    if wl_same:
+        shared = tl.load(WL + wl_off + k * cols + idx, mask=col_ok, other=0.0).to(tl.float32)
         part = tl.sum(h * shared[None, :], axis=1)
     else:
-        own = tl.load(WL + wl_base[:, None] + k * cols + idx[None, :], mask=mask, other=0.0).to(tl.float32)
+        base = ((row // wl_inner) % wl_groups) * (out_features * cols) + k * cols
+        own = tl.load(WL + base[:, None] + idx[None, :], mask=mask, other=0.0).to(tl.float32)
         part = tl.sum(h * own, axis=1)
     return part
 
 
 @triton.jit
-def _linear_out(
-    acc, LB, lb_base, k, row_ok, has_linear_bias, lb_groups, out_activation, storage: tl.constexpr
-):
-    if has_linear_bias:
-        if lb_groups == 1:
-            acc = acc + tl.load(LB + k).to(tl.float32)
-        else:
-            acc = acc + tl.load(LB + lb_base + k, mask=row_ok, other=0.0).to(tl.float32)
-    return apply_activation(acc, out_activation, storage)
+def _linear_bias(acc, LB, row, k, row_ok, out_features, lb_inner, lb_groups, lb_off, lb_same):
+    """acc + each row's linear bias k (its own where the block's rows do not share one)."""
+    if lb_same:
+        acc = acc + tl.load(LB + lb_off + k).to(tl.float32)
+    else:
+        base = ((row // lb_inner) % lb_groups) * out_features
+        acc = acc + tl.load(LB + base + k, mask=row_ok, other=0.0).to(tl.float32)
+    return acc
 
 
 @triton.jit
@@ -93,35 +123,39 @@ def norm_act_linear_kernel(
     w_inner, w_groups, b_inner, b_groups, r_inner, r_groups, wl_inner, wl_groups, lb_inner, lb_groups,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr,
 ):  # fmt: skip
-    row = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    first = tl.program_id(0).to(tl.int64) * BLOCK_M
+    last = tl.minimum(first + BLOCK_M, rows) - 1
+    row = first + tl.arange(0, BLOCK_M)
     row_ok = row < rows
     x_row = row[:, None] * stride_x
     r_base = operand_rows(row, r_inner, r_groups, rows) * stride_r
     s_row = row[:, None] * cols
     y_row = row * out_features
-    wl_base = _group_base(row, wl_inner, wl_groups, out_features * cols)
-    lb_base = _group_base(row, lb_inner, lb_groups, out_features)
+    wl_off, wl_same = _block_group(first, last, wl_inner, wl_groups, out_features * cols)
+    lb_off, lb_same = _block_group(first, last, lb_inner, lb_groups, out_features)
     offs = tl.arange(0, BLOCK_N)
     if not LOOPED:
         col_ok = offs < cols
         mask = row_ok[:, None] & col_ok[None, :]
         r_off, s_off = r_base[:, None] + offs, s_row + offs
         x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
-        first = load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
-        centered, rstd = block_stats(x, first, mask, cols, norm, eps, False)
-        scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-        h = normalize_rows(
-            centered, rstd, scale, bias, W, B, row, offs, mask, cols, has_scale, has_bias,
+        x0 = load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
+        centered, rstd = block_stats(x, x0, mask, cols, norm, eps, False)
+        h = _normalize(
+            centered, rstd, W, B, row, offs, col_ok, mask, cols, first, last, has_scale, has_bias,
             w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
         )  # fmt: skip
-        h = tl.where(mask, h, 0.0)
         # One output column at a time: the weight row comes from L1/L2, the product never
         # leaves registers, and a narrow K keeps this loop short.
         for k in range(0, out_features):
-            acc = _dot_weight_row(h, WL, wl_base, k, cols, offs, col_ok, mask, wl_groups)
-            acc = _linear_out(
-                acc, LB, lb_base, k, row_ok, has_linear_bias, lb_groups, out_activation, Y.dtype.element_ty
+            acc = _dot_weight_row(
+                h, WL, row, k, cols, offs, col_ok, mask, out_features, wl_inner, wl_groups, wl_off, wl_same
             )
+            if has_linear_bias:
+                acc = _linear_bias(
+                    acc, LB, row, k, row_ok, out_features, lb_inner, lb_groups, lb_off, lb_same
+                )
+            acc = apply_activation(acc, out_activation, Y.dtype.element_ty)
             tl.store(Y + y_row + k, acc.to(Y.dtype.element_ty), mask=row_ok)
     else:
         # Shifted one-pass statistics: a second pass over the row would re-read it from memory.
@@ -147,23 +181,24 @@ def norm_act_linear_kernel(
                 col_ok = idx < cols
                 mask = row_ok[:, None] & col_ok[None, :]
                 x = load_sum(X, R, S, x_row + idx, r_base[:, None] + idx, s_row + idx, mask, has_residual, 0)
-                scale, bias = load_affine(W, B, idx, col_ok, has_scale, has_bias)
-                centered = center(x, shift, mean)
-                h = normalize_rows(
-                    centered, rstd, scale, bias, W, B, row, idx, mask, cols, has_scale, has_bias,
-                    w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
+                h = _normalize(
+                    center(x, shift, mean), rstd, W, B, row, idx, col_ok, mask, cols, first, last,
+                    has_scale, has_bias, w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
                 )  # fmt: skip
-                h = tl.where(mask, h, 0.0)
                 for j in range(0, k_count):
-                    part = _dot_weight_row(h, WL, wl_base, k0 + j, cols, idx, col_ok, mask, wl_groups)
+                    part = _dot_weight_row(
+                        h, WL, row, k0 + j, cols, idx, col_ok, mask, out_features, wl_inner, wl_groups,
+                        wl_off, wl_same,
+                    )  # fmt: skip
                     acc = acc + tl.where(kk[None, :] == j, part[:, None], 0.0)
             k_ok = kk < k_count
             out_mask = row_ok[:, None] & k_ok[None, :]
             if has_linear_bias:
-                if lb_groups == 1:
-                    acc = acc + tl.load(LB + k0 + kk, mask=k_ok, other=0.0).to(tl.float32)[None, :]
+                if lb_same:
+                    acc = acc + tl.load(LB + lb_off + k0 + kk, mask=k_ok, other=0.0).to(tl.float32)[None, :]
                 else:
-                    lb = tl.load(LB + lb_base[:, None] + k0 + kk[None, :], mask=out_mask, other=0.0)
+                    lb_row = ((row // lb_inner) % lb_groups) * out_features
+                    lb = tl.load(LB + lb_row[:, None] + k0 + kk[None, :], mask=out_mask, other=0.0)
                     acc = acc + lb.to(tl.float32)
             acc = apply_activation(acc, out_activation, Y.dtype.element_ty)
             tl.store(Y + y_row[:, None] + k0 + kk[None, :], acc.to(Y.dtype.element_ty), mask=out_mask)
