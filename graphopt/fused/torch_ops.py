@@ -91,7 +91,7 @@ def _register_eager(defined, name: str, impl) -> None:
 
     for key in ("CPU", "CUDA"):
         _EAGER.impl(name, kernel, key)
-    torch_direct.register(_EAGER, defined, kernel, impl.backward, impl.setup_context)
+    torch_direct.register(_EAGER, defined, kernel, impl.math)
 
 
 def _register(op: FusedOp) -> None:

@@ -76,9 +76,14 @@ def launch(
 
 
 def _norm_act(x, weight, bias, norm, activation, eps, axis, wrap):
-    n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
     if x.is_cuda:
+        n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
         return launch(x, weight, bias, None, n, a, eps, dim, wrap)[0]
+    return _norm_act_math(x, weight, bias, norm, activation, eps, axis)
+
+
+def _norm_act_math(x, weight, bias, norm, activation, eps, axis):
+    n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
     return torch_math.norm_act(x, weight, bias, n, a, eps, dim)
 
 
@@ -123,9 +128,14 @@ def _norm_act_backward(ctx, grad_y):
 
 
 def _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, wrap):
-    n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
     if x.is_cuda:
+        n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
         return launch(x, weight, bias, residual, n, a, eps, dim, wrap)
+    return _add_norm_act_math(x, residual, weight, bias, norm, activation, eps, axis)
+
+
+def _add_norm_act_math(x, residual, weight, bias, norm, activation, eps, axis):
+    n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
     operand_rows(residual, x, dim, None)
     # contiguous like the CUDA kernel's and the fake's outputs (an add keeps a transposed x's layout):
     # a traced program's later views rely on the strides the fake promised
@@ -170,8 +180,11 @@ def _add_norm_act_backward(ctx, grad_y, grad_sum):
 
 
 IMPLS = {
-    "norm_act": TorchImpl(_norm_act, _norm_act_fake, _norm_act_backward, _norm_act_setup, _norm_act_eager),
-    "add_norm_act": TorchImpl(
-        _add_norm_act, _add_norm_act_fake, _add_norm_act_backward, _add_norm_act_setup, _add_norm_act_eager
+    "norm_act": TorchImpl(
+        _norm_act, _norm_act_fake, _norm_act_backward, _norm_act_setup, _norm_act_eager, _norm_act_math
     ),
-}
+    "add_norm_act": TorchImpl(
+        _add_norm_act, _add_norm_act_fake, _add_norm_act_backward, _add_norm_act_setup, _add_norm_act_eager,
+        _add_norm_act_math,
+    ),
+}  # fmt: skip

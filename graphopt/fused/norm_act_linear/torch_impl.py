@@ -42,11 +42,15 @@ def launch(
 
 
 def _body(x, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation, wrap):
-    n, a, out = parse_norm(norm), parse_activation(activation), parse_activation(out_activation)
-    args = (x, weight, bias, linear_weight, linear_bias, n, a, eps, out)
     if x.is_cuda:
-        return launch(*args, wrap)
-    return torch_math.norm_act_linear(*args)
+        n, a, out = parse_norm(norm), parse_activation(activation), parse_activation(out_activation)
+        return launch(x, weight, bias, linear_weight, linear_bias, n, a, eps, out, wrap)
+    return _math(x, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation)
+
+
+def _math(x, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation):
+    n, a, out = parse_norm(norm), parse_activation(activation), parse_activation(out_activation)
+    return torch_math.norm_act_linear(x, weight, bias, linear_weight, linear_bias, n, a, eps, out)
 
 
 def _fake(x, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation):
@@ -74,4 +78,4 @@ def _backward(ctx, grad_y):
     return (*(cast_grad(g, t) for g, t in zip(grads, saved, strict=True)), None, None, None, None)
 
 
-IMPLS = {"norm_act_linear": TorchImpl(_body, _fake, _backward, _setup)}
+IMPLS = {"norm_act_linear": TorchImpl(_body, _fake, _backward, _setup, math=_math)}
