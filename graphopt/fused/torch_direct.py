@@ -29,15 +29,13 @@ import torch
 
 log = logging.getLogger(__name__)
 
-_KEYS = ("AutogradCPU", "AutogradCUDA")
-
 
 def register(
-    library: torch.library.Library, op, eager_kernel: Callable, math: Callable | None = None
+    library: torch.library.Library, op, eager_kernels: dict[str, Callable], math: Callable | None = None
 ) -> None:
-    """Registers the direct eager path of custom op ``op`` (a ``CustomOpDef``) in ``library``; ``math``
-    computes the op with the native ops it replaced (None: calls that need a gradient go through the
-    op's autograd formula)."""
+    """Registers the direct eager path of custom op ``op`` (a ``CustomOpDef``) in ``library``, with its
+    eager kernel per backend (``"CPU"``, ``"CUDA"``); ``math`` computes the op with the native ops it
+    replaced (None: calls that need a gradient go through the op's autograd formula)."""
     try:
         from torch._library.autograd import make_autograd_impl
 
@@ -49,15 +47,18 @@ def register(
         log.debug("no direct eager path for %s: %s", op, error)
         return
 
-    def kernel(keyset, *args):
-        if (keyset & after_autograd).highestPriorityTypeId() not in backends:
-            return generic(keyset, *args)
-        if not (grad_enabled() and any_requires_grad(*args)):
-            return eager_kernel(*args)
-        if math is None:
-            return generic(keyset, *args)
-        return math(*args)
+    def direct(eager_kernel: Callable) -> Callable:
+        def kernel(keyset, *args):
+            if (keyset & after_autograd).highestPriorityTypeId() not in backends:
+                return generic(keyset, *args)
+            if not (grad_enabled() and any_requires_grad(*args)):
+                return eager_kernel(*args)
+            if math is None:
+                return generic(keyset, *args)
+            return math(*args)
+
+        return kernel
 
     name = op._opoverload._schema.name.split("::")[1]
-    for key in _KEYS:
-        library.impl(name, kernel, key, with_keyset=True)
+    for backend, eager_kernel in eager_kernels.items():
+        library.impl(name, direct(eager_kernel), f"Autograd{backend}", with_keyset=True)

@@ -41,7 +41,7 @@ def _backward(ctx, grad):
 
 scale.register_autograd(_backward, setup_context=_setup)
 LIB.impl("scale", _eager, "CPU")
-torch_direct.register(LIB, scale, _eager)
+torch_direct.register(LIB, scale, {"CPU": _eager})
 
 
 @torch.library.custom_op("graphopt_direct_test::native_scale", mutates_args=())
@@ -61,7 +61,7 @@ def _math(x, factor):
 
 native_scale.register_autograd(_backward, setup_context=_setup)
 LIB.impl("native_scale", _eager, "CPU")
-torch_direct.register(LIB, native_scale, _eager, _math)
+torch_direct.register(LIB, native_scale, {"CPU": _eager}, _math)
 
 
 @pytest.fixture(autouse=True)
