@@ -32,7 +32,7 @@ import graphopt  # noqa: F401  (registers torch.ops.graphopt.*)
 from graphopt.benchmark.timing import copy_bandwidth_bytes_per_s, gpu_us, start_to_finish_us
 from graphopt.fused import Activation, Norm, torch_triton
 from graphopt.fused.norm_act import torch_impl as norm_act_impl
-from graphopt.fused.norm_act import torch_launch_plan
+from graphopt.fused.torch_ops import PLANNED
 
 EPS = 1e-5
 
@@ -66,9 +66,10 @@ def variants(x, weight, bias):
             x, weight, bias, None, Norm.LAYER, Activation.GELU, EPS, x.dim() - 1, torch_triton.eager_launch
         )[0]
 
+    plans = PLANNED["norm_act"]
+
     def planned():
-        parse = norm_act_impl.parsed
-        return torch_launch_plan.norm_act(x, weight, bias, None, "layer", "gelu", EPS, -1, parse)[0]
+        return plans(x, weight, bias, "layer", "gelu", EPS, -1)
 
     return {"layer_norm + gelu (native, 2 launches)": (native, True), "graphopt.norm_act": (fused, True),
             "graphopt.norm_act, Triton JIT launch": (fused, False),

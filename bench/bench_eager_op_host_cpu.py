@@ -7,7 +7,7 @@ Two parts of an eager ``torch.ops.graphopt.norm_act`` call cost host time whatev
 * the CUDA launch path's Python: from the op's arguments to the call of the compiled kernel's
   launcher, timed on CPU tensors with a stand-in for the compiled Triton kernel whose launch does
   nothing (the general path: ``torch_triton`` + ``torch_launch``'s cached launcher; the planned path:
-  ``torch_launch_plan``).
+  ``torch_launch_plans``).
 
 Per-call microseconds, the minimum over many batches of calls (a shared machine adds noise upward only).
 
@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import graphopt  # noqa: F401  (registers torch.ops.graphopt.*)
 import graphopt.fused.norm_act.triton_kernel as kernel_module
-from graphopt.fused import Activation, Norm, torch_launch, torch_triton
+from graphopt.fused import Activation, Norm, torch_launch, torch_launch_plans, torch_triton
 from graphopt.fused.norm_act import torch_impl as norm_act_impl
-from graphopt.fused.norm_act import torch_launch_plan, torch_math
+from graphopt.fused.norm_act import torch_math
 
 EPS = 1e-5
 
@@ -90,16 +90,16 @@ def launch_path(x, weight, bias) -> dict[str, float]:
             x, weight, bias, None, Norm.LAYER, Activation.GELU, EPS, x.dim() - 1, torch_triton.eager_launch
         )
         timings["general path (torch_triton + cached launcher), launch stubbed"] = per_call_us(general)
-        parse = norm_act_impl.parsed
-        torch_launch_plan._current_device = lambda: None  # (CPU tensors have no device index)
-        torch_launch_plan.clear()
-        planned = lambda: torch_launch_plan.norm_act(  # noqa: E731
-            x, weight, bias, None, "layer", "gelu", EPS, -1, parse
+        plan_device = torch_launch_plans._current_device
+        torch_launch_plans._current_device = lambda: None  # (CPU tensors have no device index)
+        plans = torch_launch_plans.PlannedLaunches(
+            lambda *a, wrap: norm_act_impl.launch(*a, wrap=wrap), torch_triton.eager_launch
         )
-        timings["planned path (torch_launch_plan), launch stubbed"] = per_call_us(planned)
-        torch_launch_plan.clear()
+        planned = lambda: plans(x, weight, bias, None, Norm.LAYER, Activation.GELU, EPS, x.dim() - 1)  # noqa: E731
+        timings["planned path (torch_launch_plans), launch stubbed"] = per_call_us(planned)
     finally:
         kernel_module.norm_act_kernel, torch_launch.current_device = real, device
+        torch_launch_plans._current_device = plan_device
     return timings
 
 

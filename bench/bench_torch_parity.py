@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import graphopt
 from bench.coverage.architectures import LastHiddenState, randomize_norms
 from bench.coverage.recsys import FeatureTower
-from graphopt.benchmark.timing import start_to_finish_us
+from graphopt.benchmark.rounds import interleaved_us
 from graphopt.ir import DType
 from graphopt.verification.numeric import resolve_tolerances
 from models.split_stack import SplitStack, example_input
@@ -121,16 +121,6 @@ def _compare(got, want, dtype: torch.dtype) -> dict:
     }
 
 
-def _timed(call, budget_s: float = 1.0) -> float:
-    start = time.perf_counter()
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    each = max((time.perf_counter() - start) / 3, 1e-6)
-    iters = int(min(500, max(20, budget_s / each)))
-    return round(start_to_finish_us(call, warmup=5, iters=iters), 1)
-
-
 def _compiled(module, inputs) -> tuple[object, float]:
     start = time.perf_counter()
     compiled = torch.compile(module, fullgraph=True)
@@ -138,6 +128,14 @@ def _compiled(module, inputs) -> tuple[object, float]:
         compiled(*inputs)
     torch.cuda.synchronize()
     return compiled, round(time.perf_counter() - start, 1)
+
+
+def _no_grad(call):
+    def run():
+        with torch.no_grad():
+            return call()
+
+    return run
 
 
 def one(name: str, compile_models: bool) -> dict:
@@ -166,17 +164,37 @@ def one(name: str, compile_models: bool) -> dict:
     with torch.no_grad():
         want = original(*gpu_inputs)
         row["fp32"] = _compare(candidate(*gpu_inputs), want, torch.float32)
-        timings = {
-            "eager": _timed(lambda: original(*gpu_inputs)),
-            "graphopt_eager": _timed(lambda: candidate(*gpu_inputs)),
-        }
-        if compile_models:
-            compiled, row["compile_s"] = _compiled(original, gpu_inputs)
-            timings["compile"] = _timed(lambda: compiled(*gpu_inputs))
-            compiled_opt, row["graphopt_compile_s"] = _compiled(candidate, gpu_inputs)
-            row["graphopt_compile_fp32"] = _compare(compiled_opt(*gpu_inputs), want, torch.float32)
-            timings["graphopt_compile"] = _timed(lambda: compiled_opt(*gpu_inputs))
-        row["s2f_us"] = timings
+    # Eager as a module is called by default (autograd recording: its parameters require gradients)
+    # and under no_grad, as inference code calls it.
+    calls = {
+        "eager": lambda: original(*gpu_inputs),
+        "graphopt_eager": lambda: candidate(*gpu_inputs),
+        "eager_no_grad": _no_grad(lambda: original(*gpu_inputs)),
+        "graphopt_eager_no_grad": _no_grad(lambda: candidate(*gpu_inputs)),
+    }
+    errors = row["errors"] = {}
+    if compile_models:
+        for key, who, target in (
+            ("compile", "compile_s", original),
+            ("graphopt_compile", "graphopt_compile_s", candidate),
+        ):
+            try:
+                compiled, row[who] = _compiled(target, gpu_inputs)
+            except Exception as error:  # a column that cannot run is a result, not the row's end
+                errors[key] = _line(error)
+                row.setdefault("tracebacks", {})[key] = traceback.format_exc().splitlines()[-30:]
+                print("\n".join(row["tracebacks"][key]), flush=True)
+                continue
+            if key == "graphopt_compile":
+                with torch.no_grad():
+                    row["graphopt_compile_fp32"] = _compare(compiled(*gpu_inputs), want, torch.float32)
+            calls[key] = _no_grad(lambda c=compiled: c(*gpu_inputs))
+    timings = interleaved_us(
+        list(calls.values()), rounds=9, block=10, warmup=5, synchronize=torch.cuda.synchronize
+    )
+    row["s2f_us"] = {k: round(t.median_us, 1) for k, t in zip(calls, timings, strict=True)}
+    row["noise"] = {k: round(t.noise, 3) for k, t in zip(calls, timings, strict=True)}
+    with torch.no_grad():
         # .to(dtype) moves every floating parameter and buffer, the optimized program's included
         half = tuple(t.bfloat16() if t.is_floating_point() else t for t in gpu_inputs)
         original.to(torch.bfloat16)
@@ -218,25 +236,42 @@ def _err(check: dict) -> str:
     return f"{check['max_abs_err']:.2e} ({check['ok']})"
 
 
+def _us(row: dict, key: str) -> str:
+    if key in row.get("errors", {}):
+        return f"error: {row['errors'][key]}"
+    if key not in row["s2f_us"]:
+        return "–"
+    return f"{row['s2f_us'][key]} ±{row['noise'][key] * 100:.0f}%"
+
+
+COLUMNS = (
+    ("eager", "eager (grad mode)"), ("graphopt_eager", "graphopt eager (grad mode)"),
+    ("eager_no_grad", "eager, no_grad"), ("graphopt_eager_no_grad", "graphopt eager, no_grad"),
+    ("compile", "torch.compile"), ("graphopt_compile", "graphopt + torch.compile"),
+)  # fmt: skip
+
+
 def markdown(rows: list[dict], device: str) -> str:
     lines = [
         f"# CPU export → graphopt → `.cuda()` ({device}, {datetime.date.today()})",
         "",
-        "Start-to-finish µs (one call, then synchronize; median). torch.compile with fullgraph=True.",
+        "Start-to-finish µs (one call, then synchronize; median of 9 interleaved rounds of 10 calls, ± half",
+        "the interquartile range of the round medians). Grad mode: the module called as is (its parameters",
+        "require gradients, so autograd records); no_grad: as inference code calls it. torch.compile with",
+        "fullgraph=True, called under no_grad.",
         "",
-        "| model | eager | torch.compile | graphopt eager | graphopt + torch.compile | fused ops | "
-        "fp32 max err (ok) | bf16 max err (ok) | compile s (orig / graphopt) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | " + " | ".join(title for _, title in COLUMNS) + " | fused ops | fp32 max err (ok) | "
+        "bf16 max err (ok) | compile s (orig / graphopt) |",
+        "|---|" + "---|" * (len(COLUMNS) + 4),
     ]
     for row in rows:
         if "error" in row:
             lines.append(f"| {row['model']} | error: {row['error']} |")
             continue
-        t = row["s2f_us"]
         fused = ", ".join(f"{op.split('.')[-1]} × {n}" for op, n in row["fused_ops"].items()) or "none"
         lines.append(
-            f"| {row['model']} | {t['eager']} | {t.get('compile', '–')} | {t['graphopt_eager']} | "
-            f"{t.get('graphopt_compile', '–')} | {fused} | {_err(row['fp32'])} | {_err(row['bf16'])} | "
+            f"| {row['model']} | " + " | ".join(_us(row, key) for key, _ in COLUMNS) + f" | {fused} | "
+            f"{_err(row['fp32'])} | {_err(row['bf16'])} | "
             f"{row.get('compile_s', '–')} / {row.get('graphopt_compile_s', '–')} |"
         )
     for row in rows:

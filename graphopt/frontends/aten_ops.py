@@ -19,6 +19,7 @@ from torch import fx
 
 from ..fused.spec import DOMAIN
 from ..ir import DType, Op
+from .aten_conversions import CONVERSIONS
 from .aten_fused import translate_fused
 from .aten_members import (
     INTERNAL,
@@ -310,39 +311,6 @@ def _var_mean(node, a):
     return [Member(Op.VAR_MEAN, [a["self"]], attrs, results=[0, 1])]
 
 
-def _to_copy(node, a):
-    to = DType.from_torch(a["dtype"]) if a.get("dtype") is not None else None
-    others = {k: v for k, v in node.kwargs.items() if k != "dtype" and v is not None}
-    if to is None or others.get("non_blocking", False) or set(others) - {"non_blocking"}:
-        return None
-    return one(Op.CAST, [a["self"]], to=to)
-
-
-def _to_dtype(node, a):
-    """``x.to(dtype)``; to x's own dtype it returns x itself, a Cast that ``drop_noop_casts`` removes
-    (its readers then read x, the very tensor they read before)."""
-    to = DType.from_torch(a["dtype"])
-    if to is None or a["copy"] or a["non_blocking"] or a["memory_format"]:
-        return None
-    return one(Op.CAST, [a["self"]], to=to)
-
-
-def _assert_tensor_metadata(node, a):
-    """The check that ``x.to(dtype)`` leaves in a traced program: x has the dtype, device and layout
-    it had when traced. Where it asserts exactly what x's traced value says, it states nothing the IR's
-    dtype of x does not (``drop_metadata_asserts`` says why removing it is safe); any other assert
-    (of sizes or strides, or one that disagrees with the trace) stays verbatim."""
-    val = tensor_val(a["a"])
-    if val is None or a["size"] is not None or a["stride"] is not None:
-        return None
-    dtype, device, layout = a["dtype"], a.get("device"), a.get("layout")
-    if dtype is None or dtype != val.dtype or DType.from_torch(dtype) is None:
-        return None
-    if (device is not None and device != val.device) or (layout is not None and layout != val.layout):
-        return None
-    return [Member(Op.ASSERT_METADATA, [a["a"]], {"dtype": DType.from_torch(dtype)}, results=[])]
-
-
 def _dropout(node, a):
     return None if a["train"] else one(Op.IDENTITY, [a["input"]])
 
@@ -393,8 +361,6 @@ _HANDLERS: dict[Any, Handler] = {
     **dict.fromkeys((aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims), _squeeze),
     aten.mean.dim: _mean,
     **dict.fromkeys((aten.var_mean.correction, aten.var_mean.dim), _var_mean),
-    aten._to_copy.default: _to_copy,
-    aten.to.dtype: _to_dtype,
-    aten._assert_tensor_metadata.default: _assert_tensor_metadata,
+    **CONVERSIONS,
     aten.dropout.default: _dropout,
 }

@@ -10,10 +10,10 @@ AutogradCPU and AutogradCUDA keys:
 - no gradient needed (``no_grad``, ``inference_mode``, or no input that requires one): the op's eager
   kernel runs there and then;
 - a gradient needed (an exported program's ``module()`` called as is: its parameters require
-  gradients): one lean ``autograd.Function`` runs the eager kernel and records the op's backward.
-  custom_op's own path costs several times more host time per call (metadata objects, a second
-  dispatch into Python, default filling), which made an optimized program slower than the
-  original's native ops in eager mode.
+  gradients): the op runs as the native ops it replaced (its ``math``), which autograd records in
+  C++ as it records them in the unfused program. custom_op's generated ``autograd.Function`` costs
+  several times their host time per call, which made an optimized program slower than the
+  original in eager mode, and the gradients are the unfused program's own.
 
 Every other call (a Python mode, torch.compile, torch.export, a fake tensor) goes on to the autograd
 implementation custom_op generates, unchanged. Where this torch lacks the private pieces used here,
@@ -29,19 +29,13 @@ import torch
 
 log = logging.getLogger(__name__)
 
-_KEYS = ("AutogradCPU", "AutogradCUDA")
-
 
 def register(
-    library: torch.library.Library,
-    op,
-    eager_kernel: Callable,
-    backward: Callable | None = None,
-    setup_context: Callable | None = None,
+    library: torch.library.Library, op, eager_kernels: dict[str, Callable], math: Callable | None = None
 ) -> None:
-    """Registers the direct eager path of custom op ``op`` (a ``CustomOpDef``) in ``library``;
-    ``backward`` and ``setup_context`` are the op's autograd formula (as ``register_autograd`` takes
-    them), None where it has none."""
+    """Registers the direct eager path of custom op ``op`` (a ``CustomOpDef``) in ``library``, with its
+    eager kernel per backend (``"CPU"``, ``"CUDA"``); ``math`` computes the op with the native ops it
+    replaced (None: calls that need a gradient go through the op's autograd formula)."""
     try:
         from torch._library.autograd import make_autograd_impl
 
@@ -52,32 +46,19 @@ def register(
     except (ImportError, AttributeError) as error:
         log.debug("no direct eager path for %s: %s", op, error)
         return
-    recorded = None if backward is None else _recording_function(op, eager_kernel, backward, setup_context)
 
-    def kernel(keyset, *args):
-        if (keyset & after_autograd).highestPriorityTypeId() not in backends:
-            return generic(keyset, *args)
-        if not (grad_enabled() and any_requires_grad(*args)):
-            return eager_kernel(*args)
-        if recorded is None:
-            return generic(keyset, *args)
-        return recorded.apply(*args)
+    def direct(eager_kernel: Callable) -> Callable:
+        def kernel(keyset, *args):
+            if (keyset & after_autograd).highestPriorityTypeId() not in backends:
+                return generic(keyset, *args)
+            if not (grad_enabled() and any_requires_grad(*args)):
+                return eager_kernel(*args)
+            if math is None:
+                return generic(keyset, *args)
+            return math(*args)
+
+        return kernel
 
     name = op._opoverload._schema.name.split("::")[1]
-    for key in _KEYS:
-        library.impl(name, kernel, key, with_keyset=True)
-
-
-def _recording_function(op, eager_kernel: Callable, backward: Callable, setup_context: Callable | None):
-    """An ``autograd.Function`` whose forward is the eager kernel itself (autograd is off inside it)
-    and whose backward is the op's formula, with the op's own context set-up."""
-
-    def forward(ctx, *args):
-        result = eager_kernel(*args)
-        if setup_context is not None:
-            setup_context(ctx=ctx, inputs=args, output=result)
-        return result
-
-    name = "Recorded_" + op._opoverload._schema.name.replace("::", "_")
-    methods = {"forward": staticmethod(forward), "backward": staticmethod(backward)}
-    return type(name, (torch.autograd.Function,), methods)
+    for backend, eager_kernel in eager_kernels.items():
+        library.impl(name, direct(eager_kernel), f"Autograd{backend}", with_keyset=True)

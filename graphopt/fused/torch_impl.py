@@ -14,6 +14,7 @@ class TorchImpl:
     fake: Callable  # (*arguments) -> empty result(s) of the right shapes; checks what body would
     backward: Callable | None = None  # torch.library.register_autograd's backward ...
     setup_context: Callable | None = None  # ... and setup_context
-    # (*arguments) -> result(s) for eager calls, where cheaper than ``body`` with the cached launcher
-    # (a launch plan per call signature, say); None: ``body`` with the eager ``wrap``.
-    eager: Callable | None = None
+    # (*arguments) -> result(s) computed by the native ops the fusion replaced, on any device: the CPU
+    # implementation, and an eager call's where a gradient is needed (autograd records those ops as
+    # it records them in the unfused program). None: such calls go through the autograd formula.
+    math: Callable | None = None

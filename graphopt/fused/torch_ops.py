@@ -9,11 +9,11 @@ under ``TRITON_INTERPRET=1``, and cheaper than tracing the body. torch.export ke
 node.
 
 Eager calls skip the layers of Python that ``triton_op`` puts around its body (they exist for
-tracing): the same body is registered directly as the CPU and CUDA kernel, launching the Triton
-kernel through a cached launcher (``torch_launch``) rather than Triton's JIT dispatch, or an op's
-own eager kernel (NormAct launches from a plan kept per call signature); and a call that needs no
-gradient runs that kernel from the autograd key, past custom_op's autograd layer (``torch_direct``).
-That saves microseconds per call, which matters for small launches.
+tracing): the same body is registered directly as the CPU kernel, and as the CUDA kernel behind a
+launch plan per call signature (``torch_launch_plans``: later calls launch the compiled kernels
+directly, not through Triton's JIT dispatch); and an eager call runs from the autograd key, past
+custom_op's autograd layer (``torch_direct``). That saves tens of microseconds per call, which
+matters for small launches.
 
 Importing this module registers the ops, once; it imports no Triton kernel until a CUDA tensor
 arrives, so it works on machines without a GPU, and without Triton.
@@ -30,6 +30,7 @@ from torch import Tensor
 from graphopt.fused import torch_direct, torch_triton
 from graphopt.fused.registry import FUSED_OPS
 from graphopt.fused.spec import DOMAIN, FusedOp, TorchForm
+from graphopt.fused.torch_launch_plans import PlannedLaunches
 
 NAMESPACE = DOMAIN
 
@@ -40,6 +41,8 @@ _op = torch.library.triton_op if importlib.util.find_spec("triton") is not None 
 
 # Direct eager kernels (see the module's docstring); the object must live as long as the ops.
 _EAGER = torch.library.Library(NAMESPACE, "IMPL")
+# Each op form's eager CUDA kernel, by name: its launch plans.
+PLANNED: dict[str, PlannedLaunches] = {}
 
 
 @contextlib.contextmanager
@@ -79,19 +82,17 @@ def _parameter(name: str, annotation) -> inspect.Parameter:
 
 
 def _register_eager(defined, name: str, impl) -> None:
-    """Registers the eager kernel of op ``name`` (``impl.eager``, else the body with the eager
-    ``wrap``) as its CPU and CUDA kernel, and as its inference path past the autograd layer
-    (``torch_direct``)."""
-    if impl.eager is not None:
-        kernel = impl.eager
-    else:
+    """Registers the op's eager kernels: on CUDA its launches from a plan per call signature
+    (``torch_launch_plans``), elsewhere its body (the plain-torch math); and the path past the autograd
+    layer (``torch_direct``)."""
 
-        def kernel(*args, _body=impl.body):
-            return _body(*args, wrap=torch_triton.eager_launch)
+    def cpu_kernel(*args, _body=impl.body):
+        return _body(*args, wrap=torch_triton.eager_launch)
 
-    for key in ("CPU", "CUDA"):
-        _EAGER.impl(name, kernel, key)
-    torch_direct.register(_EAGER, defined, kernel, impl.backward, impl.setup_context)
+    cuda_kernel = PLANNED[name] = PlannedLaunches(impl.body, torch_triton.eager_launch)
+    _EAGER.impl(name, cpu_kernel, "CPU")
+    _EAGER.impl(name, cuda_kernel, "CUDA")
+    torch_direct.register(_EAGER, defined, {"CPU": cpu_kernel, "CUDA": cuda_kernel}, impl.math)
 
 
 def _register(op: FusedOp) -> None:

@@ -113,3 +113,15 @@ def row_tiers(
         raise ValueError(f"exact tiers without a general tier of the same width: {sorted(exact_by_n)}")
     chunk, warps = loop
     return (*single, Tier(2**62, 1, chunk, warps, looped=True, aligned=aligned))
+
+
+def unwritten_output(written, wrap):
+    """The pointer to pass for an output a launch does not write (a flag tells the kernel so).
+
+    Eager launches pass ``written``, another output of the launch: it costs nothing, and a launch plan
+    (``graphopt.fused.torch_launch_plans``) sees only the call's own tensors. Traced launches (``wrap``
+    is ``torch.library.wrap_triton``) get a fresh one-element tensor: torch.compile copies apart two
+    outputs that alias, and would write the unwritten copy back over ``written``."""
+    import torch  # (here, not at the top: the ahead-of-time build imports this module without torch)
+
+    return written.new_empty(1) if wrap is torch.library.wrap_triton else written

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import numpy as np
@@ -50,3 +51,25 @@ def newest_ort_opset() -> int:
             continue
         return opset
     raise AssertionError("onnxruntime accepts no opset newer than 13")
+
+
+class ThroughAutogradFormula:
+    """A pass-through dispatch mode: under it a fused op's eager call cannot take the direct path
+    (``torch_direct``), so gradients come from the op's registered autograd formula, as under
+    torch.compile, rather than from the native ops the direct path runs."""
+
+    def __enter__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class PassThrough(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        self._mode = PassThrough()
+        return self._mode.__enter__()
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)
+
+
+GRADIENT_PATHS = {"native_ops": contextlib.nullcontext, "autograd_formula": ThroughAutogradFormula}

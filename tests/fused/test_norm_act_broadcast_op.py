@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from fused_checks import NORMS, assert_close
+from fused_checks import GRADIENT_PATHS, NORMS, assert_close
 from onnx import helper
 from test_onnx_functions import OPSETS, make_model, random, run_fallback
 
@@ -53,17 +53,21 @@ def test_broadcast_residual(x_shape, r_shape):
     assert_close(total, expected_sum, "float32")
 
 
+@pytest.mark.parametrize("path", GRADIENT_PATHS)
 @pytest.mark.parametrize("norm", NORMS)
-def test_gradients_reach_per_slice_weights_and_broadcast_residuals(norm):
+def test_gradients_reach_per_slice_weights_and_broadcast_residuals(norm, path):
     x = randn(3, 2, 5, dtype=torch.float64, requires_grad=True)
     r = randn(2, 5, dtype=torch.float64, requires_grad=True)
     w, b = (randn(3, 1, 5, dtype=torch.float64, requires_grad=True) for _ in range(2))
-    assert torch.autograd.gradcheck(
-        lambda x, w, b: ops.norm_act(x, w, b, norm, "gelu", 1e-5, -1), (x, w, b), fast_mode=True
-    )
-    assert torch.autograd.gradcheck(
-        lambda x, r, w, b: ops.add_norm_act(x, r, w, b, norm, "silu", 1e-5, -1), (x, r, w, b), fast_mode=True
-    )
+    with GRADIENT_PATHS[path]():
+        assert torch.autograd.gradcheck(
+            lambda x, w, b: ops.norm_act(x, w, b, norm, "gelu", 1e-5, -1), (x, w, b), fast_mode=True
+        )
+        assert torch.autograd.gradcheck(
+            lambda x, r, w, b: ops.add_norm_act(x, r, w, b, norm, "silu", 1e-5, -1),
+            (x, r, w, b),
+            fast_mode=True,
+        )
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from fused_checks import NORMS, assert_close
+from fused_checks import GRADIENT_PATHS, NORMS, assert_close
 from onnx import helper
 from test_onnx_functions import OPSETS, make_model, random, run_fallback
 
@@ -82,9 +82,10 @@ def test_the_norm_reads_the_sum_rounded_to_storage(dtype):
     assert_close(y.float(), reference(x, None, None, lw, None, r, "layer", "identity"), dtype)
 
 
+@pytest.mark.parametrize("path", GRADIENT_PATHS)
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("case", list(CASES))
-def test_gradients(case, norm):
+def test_gradients(case, norm, path):
     given = tensors(case, torch.float64, requires_grad=True)
     if norm == "rms":
         given[2] = None
@@ -96,7 +97,8 @@ def test_gradients(case, norm):
         y, total = call(*full, norm, "silu", "tanh")
         return y if total is None else (y, total)
 
-    assert torch.autograd.gradcheck(f, tuple(present), fast_mode=True)
+    with GRADIENT_PATHS[path]():
+        assert torch.autograd.gradcheck(f, tuple(present), fast_mode=True)
 
 
 @pytest.mark.parametrize("case", ["everything", "per_feature_linears", "residual"])
@@ -179,3 +181,34 @@ def test_the_cuda_path_reads_every_operand(case):
     assert_close(y.cpu(), expected.double().numpy(), "float32")
     if r is not None:
         assert torch.equal(total.cpu(), s.cpu())
+
+
+@pytest.mark.parametrize("case", ["everything", "per_feature_linears"])
+def test_eager_calls_that_need_gradients_run_the_native_ops(case):
+    # (autograd records the ops the fusion replaced: the gradients are the unfused program's)
+    given = tensors(case, torch.float64, requires_grad=True)
+    y, total = call(*given, "layer", "gelu", "tanh")
+    loss = y.square().sum() + (0.0 if total is None else total.sum())
+    grads = torch.autograd.grad(loss, [t for t in given if t is not None])
+    with torch.no_grad():
+        want_y, _ = call(*given, "layer", "gelu", "tanh")
+    assert torch.equal(y.detach(), want_y) and all(torch.isfinite(g).all() for g in grads)
+    assert "Backward" in type(y.grad_fn).__name__ and "graphopt" not in type(y.grad_fn).__name__
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_planned_eager_calls_on_cuda_compute_the_reference(case, dtype):
+    from graphopt.fused.torch_ops import PLANNED
+
+    name = "norm_act_linear" if CASES[case][-1] is None else "add_norm_act_linear"
+    PLANNED[name].clear()
+    for _ in range(3):  # the JIT, then launches from the plan
+        x, w, b, lw, lb, r = (None if t is None else t.cuda() for t in tensors(case, DTYPES[dtype]))
+        y, total = call(x, w, b, lw, lb, r, "layer", "gelu", "sigmoid")
+        cpu = (None if t is None else t.cpu() for t in (x, w, b, lw, lb, r))
+        assert_close(y.float().cpu(), reference(*cpu, "layer", "gelu", "sigmoid"), dtype)
+        if r is not None:
+            assert torch.equal(total, (x.float() + r.float()).to(x.dtype))
+    assert PLANNED[name].kept()

@@ -4,7 +4,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from fused_checks import ACTIVATIONS, NORMS, assert_close
+from fused_checks import ACTIVATIONS, GRADIENT_PATHS, NORMS, assert_close
 from torch.export import Dim
 
 from graphopt.fused import NORM_ACT, NORM_ACT_LINEAR, register_torch_ops
@@ -93,11 +93,17 @@ def test_add_norm_act_outputs_are_contiguous_like_its_fake_on_transposed_inputs(
     assert_close(residual_sum, expected_sum, "float32")
 
 
+@pytest.mark.parametrize("path", GRADIENT_PATHS)
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_norm_act_gradients(activation, norm):
+def test_norm_act_gradients(activation, norm, path):
     args = [randn(3, 2, 5, dtype=torch.float64, requires_grad=True) for _ in range(2)]
     w, b = (randn(2, 5, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    with GRADIENT_PATHS[path]():
+        _check_norm_act_gradients(args, w, b, norm, activation)
+
+
+def _check_norm_act_gradients(args, w, b, norm, activation):
     assert torch.autograd.gradcheck(
         lambda x, w, b: ops.norm_act(x, w, b, norm, activation, 1e-5, 1), (args[0], w, b), fast_mode=True
     )
@@ -108,13 +114,15 @@ def test_norm_act_gradients(activation, norm):
     )
 
 
+@pytest.mark.parametrize("path", GRADIENT_PATHS)
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("activation", ["relu", "gelu", "silu"])
-def test_norm_act_linear_gradients(activation, norm):
+def test_norm_act_linear_gradients(activation, norm, path):
     tensors = [randn(*s, dtype=torch.float64, requires_grad=True) for s in [(3, 5), (5,), (5,), (4, 5), (4,)]]
-    assert torch.autograd.gradcheck(
-        lambda *t: ops.norm_act_linear(*t, norm, activation, 1e-5, "tanh"), tuple(tensors), fast_mode=True
-    )
+    with GRADIENT_PATHS[path]():
+        assert torch.autograd.gradcheck(
+            lambda *t: ops.norm_act_linear(*t, norm, activation, 1e-5, "tanh"), tuple(tensors), fast_mode=True
+        )
 
 
 def test_half_precision_gradients_keep_input_dtypes():

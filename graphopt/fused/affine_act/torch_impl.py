@@ -57,11 +57,15 @@ def launch(x, scale, bias, activation: Activation, dim: int, wrap=no_wrap) -> Te
 
 
 def _affine_act(x, scale, bias, activation, axis, wrap):
-    dim = check_arguments(x, scale, bias, activation, axis)  # (the kernel would read past a short scale)
-    kind = parse_activation(activation)
     if x.is_cuda:
-        return launch(x, scale, bias, kind, dim, wrap)
-    return torch_math.affine_act(x, scale, bias, kind, dim)
+        dim = check_arguments(x, scale, bias, activation, axis)  # (the kernel would read past a short scale)
+        return launch(x, scale, bias, parse_activation(activation), dim, wrap)
+    return _affine_act_math(x, scale, bias, activation, axis)
+
+
+def _affine_act_math(x, scale, bias, activation, axis):
+    dim = check_arguments(x, scale, bias, activation, axis)
+    return torch_math.affine_act(x, scale, bias, parse_activation(activation), dim)
 
 
 def _affine_act_fake(x, scale, bias, activation, axis):
@@ -69,4 +73,4 @@ def _affine_act_fake(x, scale, bias, activation, axis):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-IMPLS = {"affine_act": TorchImpl(_affine_act, _affine_act_fake)}
+IMPLS = {"affine_act": TorchImpl(_affine_act, _affine_act_fake, math=_affine_act_math)}

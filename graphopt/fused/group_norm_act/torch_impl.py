@@ -45,11 +45,15 @@ def _check(x: Tensor, groups: int, activation: str) -> None:
 
 
 def _group_norm_act(x, weight, bias, groups, activation, eps, wrap):
-    _check(x, groups, activation)
-    a = parse_activation(activation)
     if x.is_cuda:
-        return launch(x, weight, bias, None, groups, a, eps, wrap)[0]
-    return torch_math.group_norm_act(x, weight, bias, groups, a, eps)
+        _check(x, groups, activation)
+        return launch(x, weight, bias, None, groups, parse_activation(activation), eps, wrap)[0]
+    return _group_norm_act_math(x, weight, bias, groups, activation, eps)
+
+
+def _group_norm_act_math(x, weight, bias, groups, activation, eps):
+    _check(x, groups, activation)
+    return torch_math.group_norm_act(x, weight, bias, groups, parse_activation(activation), eps)
 
 
 def _group_norm_act_fake(x, weight, bias, groups, activation, eps):
@@ -58,12 +62,16 @@ def _group_norm_act_fake(x, weight, bias, groups, activation, eps):
 
 
 def _add_group_norm_act(x, residual, weight, bias, groups, activation, eps, wrap):
-    _check(x, groups, activation)
-    a = parse_activation(activation)
     if x.is_cuda:
-        return launch(x, weight, bias, residual, groups, a, eps, wrap)
+        _check(x, groups, activation)
+        return launch(x, weight, bias, residual, groups, parse_activation(activation), eps, wrap)
+    return _add_group_norm_act_math(x, residual, weight, bias, groups, activation, eps)
+
+
+def _add_group_norm_act_math(x, residual, weight, bias, groups, activation, eps):
+    _check(x, groups, activation)
     s = residual_sum(x, residual).contiguous()
-    return torch_math.group_norm_act(s, weight, bias, groups, a, eps), s
+    return torch_math.group_norm_act(s, weight, bias, groups, parse_activation(activation), eps), s
 
 
 def _add_group_norm_act_fake(x, residual, weight, bias, groups, activation, eps):
@@ -74,6 +82,8 @@ def _add_group_norm_act_fake(x, residual, weight, bias, groups, activation, eps)
 
 
 IMPLS = {
-    "group_norm_act": TorchImpl(_group_norm_act, _group_norm_act_fake),
-    "add_group_norm_act": TorchImpl(_add_group_norm_act, _add_group_norm_act_fake),
+    "group_norm_act": TorchImpl(_group_norm_act, _group_norm_act_fake, math=_group_norm_act_math),
+    "add_group_norm_act": TorchImpl(
+        _add_group_norm_act, _add_group_norm_act_fake, math=_add_group_norm_act_math
+    ),
 }

@@ -20,7 +20,7 @@ import triton.language as tl
 
 from graphopt.kernels.activations import apply_activation
 from graphopt.kernels.kernel_spec import KernelSpec
-from graphopt.kernels.launch_rules import ELEMENT_BYTES, Tier
+from graphopt.kernels.launch_rules import ELEMENT_BYTES, Tier, unwritten_output
 from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import masked_by
 
@@ -143,8 +143,7 @@ def launch_group_norm_act(
     wrap(group_norm_act_kernel)[(n * groups,)](
         x, residual if has_residual else x, scale if scale is not None else x,
         bias if bias is not None else x, y,
-        # Never ``y`` as the unused sum: traced by torch.compile, outputs that alias are copied apart.
-        residual_sum if write_sum else y.new_empty(1),
+        residual_sum if write_sum else unwritten_output(y, wrap),
         groups, group_size, spatial,
         float(eps), int(activation), int(scale is not None), int(bias is not None), int(has_residual),
         int(write_sum), BLOCK_N=tier.block_n, LOOPED=tier.looped, num_warps=tier.num_warps,

@@ -9,9 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from graphopt.fused import torch_triton
 from graphopt.fused.broadcast_rows import row_broadcast
-from graphopt.fused.norm_act import torch_launch_plan, torch_math
+from graphopt.fused.norm_act import torch_math
 from graphopt.fused.spec import Activation, Norm
 from graphopt.fused.torch_args import (
     cast_grad,
@@ -77,28 +76,15 @@ def launch(
 
 
 def _norm_act(x, weight, bias, norm, activation, eps, axis, wrap):
-    n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
     if x.is_cuda:
+        n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
         return launch(x, weight, bias, None, n, a, eps, dim, wrap)[0]
+    return _norm_act_math(x, weight, bias, norm, activation, eps, axis)
+
+
+def _norm_act_math(x, weight, bias, norm, activation, eps, axis):
+    n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
     return torch_math.norm_act(x, weight, bias, n, a, eps, dim)
-
-
-def parsed(x: Tensor, norm: str, activation: str, axis: int) -> tuple[Norm, Activation, int]:
-    return parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
-
-
-def _planned(x, residual, weight, bias, norm, activation, eps, axis):
-    """NormAct from a launch plan (``torch_launch_plan``), or None where the general path must run."""
-    if not (x.is_cuda and torch_triton.CACHED_LAUNCH):
-        return None
-    return torch_launch_plan.norm_act(x, weight, bias, residual, norm, activation, eps, axis, parsed)
-
-
-def _norm_act_eager(x, weight, bias, norm, activation, eps, axis):
-    planned = _planned(x, None, weight, bias, norm, activation, eps, axis)
-    if planned is not None:
-        return planned[0]
-    return _norm_act(x, weight, bias, norm, activation, eps, axis, torch_triton.eager_launch)
 
 
 def _norm_act_fake(x, weight, bias, norm, activation, eps, axis):
@@ -124,21 +110,19 @@ def _norm_act_backward(ctx, grad_y):
 
 
 def _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, wrap):
-    n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
     if x.is_cuda:
+        n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
         return launch(x, weight, bias, residual, n, a, eps, dim, wrap)
+    return _add_norm_act_math(x, residual, weight, bias, norm, activation, eps, axis)
+
+
+def _add_norm_act_math(x, residual, weight, bias, norm, activation, eps, axis):
+    n, a, dim = parse_norm(norm), parse_activation(activation), first_norm_dim(x, axis)
     operand_rows(residual, x, dim, None)
     # contiguous like the CUDA kernel's and the fake's outputs (an add keeps a transposed x's layout):
     # a traced program's later views rely on the strides the fake promised
     s = residual_sum(x, residual).contiguous()
     return torch_math.norm_act(s, weight, bias, n, a, eps, dim), s
-
-
-def _add_norm_act_eager(x, residual, weight, bias, norm, activation, eps, axis):
-    planned = _planned(x, residual, weight, bias, norm, activation, eps, axis)
-    if planned is not None:
-        return planned
-    return _add_norm_act(x, residual, weight, bias, norm, activation, eps, axis, torch_triton.eager_launch)
 
 
 def _add_norm_act_fake(x, residual, weight, bias, norm, activation, eps, axis):
@@ -171,8 +155,11 @@ def _add_norm_act_backward(ctx, grad_y, grad_sum):
 
 
 IMPLS = {
-    "norm_act": TorchImpl(_norm_act, _norm_act_fake, _norm_act_backward, _norm_act_setup, _norm_act_eager),
-    "add_norm_act": TorchImpl(
-        _add_norm_act, _add_norm_act_fake, _add_norm_act_backward, _add_norm_act_setup, _add_norm_act_eager
+    "norm_act": TorchImpl(
+        _norm_act, _norm_act_fake, _norm_act_backward, _norm_act_setup, math=_norm_act_math
     ),
-}
+    "add_norm_act": TorchImpl(
+        _add_norm_act, _add_norm_act_fake, _add_norm_act_backward, _add_norm_act_setup,
+        math=_add_norm_act_math,
+    ),
+}  # fmt: skip

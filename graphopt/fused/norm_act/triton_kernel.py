@@ -21,6 +21,7 @@ from graphopt.kernels.launch_rules import (
     configure,
     is_aligned,
     row_tiers,
+    unwritten_output,
 )
 from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import (
@@ -268,9 +269,7 @@ def launch_norm_act(
     wrap(norm_act_kernel)[config.grid](
         x2d, residual2d if has_residual else x2d, scale if scale is not None else x2d,
         bias if bias is not None else x2d, y,
-        # Never ``y`` as the unused sum: traced by torch.compile, two outputs that alias are copied
-        # apart, and the unwritten copy would be written back over ``y``.
-        residual_sum if has_residual else y.new_empty(1),
+        residual_sum if has_residual else unwritten_output(y, wrap),
         rows, cols, strides[0], strides[1],
         float(eps), int(norm), int(activation),
         int(scale is not None), int(bias is not None), int(has_residual),

@@ -50,7 +50,7 @@ def check_shapes(x: Tensor, weight, bias, linear_weight: Tensor, linear_bias, re
 def launch(
     x: Tensor, weight: Tensor | None, bias: Tensor | None, linear_weight: Tensor,
     linear_bias: Tensor | None, norm: Norm, activation: Activation, eps: float,
-    out_activation: Activation, wrap=no_wrap, residual: Tensor | None = None,
+    out_activation: Activation, residual: Tensor | None = None, wrap=no_wrap,
 ) -> tuple[Tensor, Tensor | None]:  # fmt: skip
     """(y, x + residual or None) on CUDA."""
     k, d = linear_weight.shape[-2], x.shape[-1]
@@ -90,12 +90,16 @@ def launch(
 
 
 def _body(x, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation, wrap):
-    n, a, out = parse_norm(norm), parse_activation(activation), parse_activation(out_activation)
-    args = (x, weight, bias, linear_weight, linear_bias, n, a, eps, out)
     if x.is_cuda:
-        return launch(*args, wrap)[0]
+        n, a, out = parse_norm(norm), parse_activation(activation), parse_activation(out_activation)
+        return launch(x, weight, bias, linear_weight, linear_bias, n, a, eps, out, wrap=wrap)[0]
+    return _math(x, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation)
+
+
+def _math(x, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation):
+    n, a, out = parse_norm(norm), parse_activation(activation), parse_activation(out_activation)
     check_shapes(x, weight, bias, linear_weight, linear_bias, None)
-    return torch_math.norm_act_linear(*args)
+    return torch_math.norm_act_linear(x, weight, bias, linear_weight, linear_bias, n, a, eps, out)
 
 
 def _fake(x, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation):
@@ -124,9 +128,16 @@ def _backward(ctx, grad_y):
 def _add_body(
     x, residual, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation, wrap
 ):
-    n, a, out = parse_norm(norm), parse_activation(activation), parse_activation(out_activation)
     if x.is_cuda:
-        return launch(x, weight, bias, linear_weight, linear_bias, n, a, eps, out, wrap, residual)
+        n, a, out = parse_norm(norm), parse_activation(activation), parse_activation(out_activation)
+        return launch(x, weight, bias, linear_weight, linear_bias, n, a, eps, out, residual, wrap=wrap)
+    return _add_math(
+        x, residual, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation
+    )
+
+
+def _add_math(x, residual, weight, bias, linear_weight, linear_bias, norm, activation, eps, out_activation):
+    n, a, out = parse_norm(norm), parse_activation(activation), parse_activation(out_activation)
     check_shapes(x, weight, bias, linear_weight, linear_bias, residual)
     # contiguous like the CUDA kernel's and the fake's outputs (see NormAct's add_norm_act)
     s = residual_sum(x, residual).contiguous()
@@ -165,6 +176,6 @@ def _add_backward(ctx, grad_y, grad_sum):
 
 
 IMPLS = {
-    "norm_act_linear": TorchImpl(_body, _fake, _backward, _setup),
-    "add_norm_act_linear": TorchImpl(_add_body, _add_fake, _add_backward, _add_setup),
+    "norm_act_linear": TorchImpl(_body, _fake, _backward, _setup, math=_math),
+    "add_norm_act_linear": TorchImpl(_add_body, _add_fake, _add_backward, _add_setup, math=_add_math),
 }

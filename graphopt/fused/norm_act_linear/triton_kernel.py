@@ -34,6 +34,7 @@ from graphopt.kernels.launch_rules import (
     configure,
     is_aligned,
     row_tiers,
+    unwritten_output,
 )
 from graphopt.kernels.row_norm import (
     block_stats,
@@ -259,8 +260,7 @@ def launch_norm_act_linear(
     wrap(norm_act_linear_kernel)[config.grid](
         x2d, residual2d if has_residual else x2d, scale if scale is not None else x2d,
         bias if bias is not None else x2d, weight, linear_bias if linear_bias is not None else weight, y,
-        # (never ``y`` as the unused sum: see launch_norm_act)
-        residual_sum if write_sum else y.new_empty(1),
+        residual_sum if write_sum else unwritten_output(y, wrap),
         rows, cols, out_features, strides[0], strides[1],
         float(eps), int(norm), int(activation), int(out_activation),
         int(scale is not None), int(bias is not None), int(linear_bias is not None), int(has_residual),
