@@ -37,7 +37,7 @@ for s in $stages; do
              tests/kernels/test_norm_act_linear.py tests/kernels/test_norm_act_linear_rows.py \
              tests/fused/test_norm_act_linear_rows_op.py tests/ort/test_ort_norm_act_linear_rows.py \
              tests/kernels/test_affine_act.py tests/fused/test_torch_launch.py \
-             tests/fused/test_torch_launch_plan.py tests/fused/test_torch_direct.py tests/torch_state ;;
+             tests/fused/test_torch_launch_plans.py tests/fused/test_torch_direct.py tests/torch_state ;;
     parity) stage parity python3 bench/bench_torch_parity.py --out "$results" ${PARITY_ARGS:-} ;;
     eager) stage eager python3 bench/bench_eager_op_cost.py --out "$results" ;;
     kernels) stage kernels python3 bench/bench_kernels.py --no-compile --out "$results" ;;
