@@ -34,8 +34,10 @@ for s in $stages; do
              tests/kernels/test_norm_act_broadcast.py tests/fused/test_norm_act_broadcast_op.py \
              tests/fused/test_torch_triton.py tests/kernels/test_cuda_launch.py \
              tests/kernels/test_activations.py tests/kernels/test_norm_act.py \
-             tests/kernels/test_norm_act_linear.py tests/kernels/test_affine_act.py tests/fused/test_torch_launch.py \
-             tests/fused/test_torch_launch_plan.py tests/fused/test_torch_direct.py tests/torch_state ;;
+             tests/kernels/test_norm_act_linear.py tests/kernels/test_norm_act_linear_rows.py \
+             tests/fused/test_norm_act_linear_rows_op.py tests/ort/test_ort_norm_act_linear_rows.py \
+             tests/kernels/test_affine_act.py tests/fused/test_torch_launch.py \
+             tests/fused/test_torch_launch_plans.py tests/fused/test_torch_direct.py tests/torch_state ;;
     parity) stage parity python3 bench/bench_torch_parity.py --out "$results" ${PARITY_ARGS:-} ;;
     eager) stage eager python3 bench/bench_eager_op_cost.py --out "$results" ;;
     kernels) stage kernels python3 bench/bench_kernels.py --no-compile --out "$results" ;;
@@ -53,6 +55,8 @@ for s in $stages; do
     # NormAct with per-feature scale/bias and broadcast residuals against a copy; the per-feature model.
     broadcast) stage broadcast python3 bench/bench_norm_act_broadcast.py --out "$results" ;;
     per_feature) stage per_feature python3 bench/bench_per_feature.py --out "$results" ;;
+    # NormActLinear with a residual and with per-slice operands against a copy of the same bytes.
+    linear_forms) stage linear_forms python3 bench/bench_norm_act_linear_forms.py --out "$results" ;;
     groupnorm) stage groupnorm python3 bench/bench_group_norm.py --out "$results" ${GROUPNORM_ARGS:-} ;;
   esac
 done

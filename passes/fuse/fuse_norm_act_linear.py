@@ -6,6 +6,12 @@ full write and read of the activation tensor and two launches. Wider layers stay
 library: ``MAX_OUT_FEATURES`` is the width up to which the fused kernel wins, per storage dtype
 (measured by bench/bench_kernels.py on an H100, rows=16384, D=256: bench/results/kernels.md; float32
 fused beats norm kernel + cuBLAS through K=16 and loses at K=64; bfloat16 wins at K=4, loses at K=16).
+
+The NormAct may add a residual first (``x + f(x) → norm → act → Linear(D, K)``): the fused op adds
+it too, and returns the sum for the layers that read it. Its scale and bias may be read row by row
+(per-feature norms after horizontal batching), and so may the linear layer's weight and bias: a
+batched matmul with one [D, K] matrix per feature plus a bias per feature is what per-feature
+Linear(D, K) layers batch to.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import inspect
 
 import numpy as np
 
+from graphopt.fused.broadcast_rows import broadcast_block, row_broadcast
+from graphopt.fused.norm_act_linear.spec import weight_rows
 from graphopt.ir import DType, Node, Op, constant_of
-from graphopt.rewrite import Fail, Rule, op, rewrite_pass
+from graphopt.rewrite import Fail, Rule, op, rewrite_pass, why_kept
 
 from .activations import ACTIVATION_OPS, activation_of
 
@@ -45,37 +53,64 @@ def _with_activation(inner):
 def _check(match, linear: Node):
     norm_act = match.node("norm_act")
     x = norm_act.input(0)
-    if norm_act.input(3) is not None:
-        return Fail(f"{norm_act.name!r} also adds a residual")
     if x.rank is None or norm_act.attrs["axis"] != x.rank - 1:
         return Fail(f"{norm_act.name!r} normalizes more than the last dim")
-    for name, value in (("scale", norm_act.input(1)), ("bias", norm_act.input(2))):
-        if value is not None and (value.shape is None or len(value.shape) != 1):
-            return Fail(f"{norm_act.name!r} reads its {name} per slice of its input's leading dims")
-    weight = constant_of(match["w"])
-    if weight is None:
-        return Fail(f"weight {match['w'].name!r} is computed at run time")
-    array = weight.numpy()
-    if array.ndim != 2 or match["w"].dtype != x.dtype:
-        return Fail(f"weight {match['w'].name!r} is not a {x.dtype} matrix")
-    # linear keeps weights as [K, D]; matmul multiplies by [D, K]
-    weight_kd = array if linear.op == Op.LINEAR else array.T
-    if weight_kd.shape[1] != x.shape[-1]:
-        return Fail(f"weight {match['w'].name!r} does not match the normalized dim {x.shape[-1]}")
+    operands = (("scale", norm_act.input(1)), ("bias", norm_act.input(2)), ("residual", norm_act.input(3)))
+    for name, value in operands:
+        failure = _read_by_rows(name, value, x)
+        if failure:
+            return failure
+    # The residual sum may be read elsewhere (the fused op returns it too); nothing else may.
+    total = norm_act.outputs[1] if len(norm_act.outputs) > 1 else None
+    reason = why_kept(match.root.graph, [v for v in match.inner_values() if v is not total], match.matched)
+    if reason:
+        return Fail(reason)
+    weight = _weight(match, linear, x)
+    if isinstance(weight, Fail):
+        return weight
+    k = weight.shape[-2]
     limit = MAX_OUT_FEATURES.get(x.dtype, 0)
-    if weight_kd.shape[0] > limit:
-        return Fail(
-            f"{weight_kd.shape[0]} output features; above {limit} ({x.dtype}) the matmul library is faster"
-        )
-    bias = _bias(match, linear, weight_kd.shape[0], x.rank)
+    if k > limit:
+        return Fail(f"{k} output features; above {limit} ({x.dtype}) the matmul library is faster")
+    bias = _bias(match, linear, (*x.shape[:-1], k))
     if isinstance(bias, Fail):
         return bias
-    return match.with_info(weight=np.ascontiguousarray(weight_kd), bias=bias)
+    return match.with_info(weight=np.ascontiguousarray(weight), bias=bias)
 
 
-def _bias(match, linear: Node, out_features: int, rank: int):
-    """The bias as one value per output feature, if it broadcasts so without adding dims to the
-    output (which has ``rank`` dims, as the norm's input)."""
+def _read_by_rows(name: str, value, x) -> Fail | None:
+    """Why the fused kernel cannot read the NormAct's ``name`` row by row (as NormAct reads it when
+    normalizing the last dim), or None."""
+    if value is None:
+        return None
+    block = "its shape is unknown" if value.shape is None else broadcast_block(value.shape, x.shape, -1)
+    if isinstance(block, str):
+        return Fail(f"{name} {value.name!r} cannot be read row by row: {block}")
+    return None
+
+
+def _weight(match, linear: Node, x):
+    """The weight as one [K, D] matrix, or as [*G, K, D] matrices read row by row; or why not."""
+    value = match["w"]
+    tensor = constant_of(value)
+    if tensor is None:
+        return Fail(f"weight {value.name!r} is computed at run time")
+    array = tensor.numpy()
+    if value.dtype != x.dtype or array.ndim < 2 or (array.ndim > 2 and linear.op == Op.LINEAR):
+        return Fail(f"weight {value.name!r} is not a {x.dtype} matrix")
+    # linear keeps weights as [K, D]; matmul multiplies by [D, K] (or by a batch of them)
+    weight_kd = array if linear.op == Op.LINEAR else np.swapaxes(array, -1, -2)
+    if weight_kd.shape[-1] != x.shape[-1]:
+        return Fail(f"weight {value.name!r} does not match the normalized dim {x.shape[-1]}")
+    rows = weight_rows(weight_kd.shape, x.shape)
+    if isinstance(rows, str):
+        return Fail(f"weight {value.name!r} of shape {list(array.shape)} (as [..., K, D]): its {rows}")
+    return weight_kd.reshape(weight_kd.shape[-2:]) if rows.groups == 1 else weight_kd
+
+
+def _bias(match, linear: Node, y_shape: tuple):
+    """The bias as one value per output feature, or as rows of them read row by row (one per
+    feature), if it broadcasts so without adding dims to the output (of ``y_shape``)."""
     if linear.op == Op.LINEAR:
         value = linear.input(2)
     elif linear.op == Op.ADD:
@@ -87,12 +122,18 @@ def _bias(match, linear: Node, out_features: int, rank: int):
     tensor = constant_of(value)
     if tensor is None:
         return Fail(f"bias {value.name!r} is computed at run time")
-    array = tensor.numpy()
-    if array.size != out_features or (array.ndim and array.shape[-1] != out_features):
-        return Fail(f"bias {value.name!r} of shape {list(array.shape)} is not one value per output feature")
+    array, k, rank = tensor.numpy(), y_shape[-1], len(y_shape)
     if array.ndim > rank:
         return Fail(f"bias {value.name!r} of shape {list(array.shape)} adds dims to the {rank}-dim output")
-    return array.reshape(out_features)
+    if array.size == k and (not array.ndim or array.shape[-1] == k):
+        return array.reshape(k)
+    rows = row_broadcast(array.shape, y_shape, -1)
+    if isinstance(rows, str):
+        return Fail(
+            f"bias {value.name!r} of shape {list(array.shape)} is not one value per output feature, "
+            f"nor one row of them per block of rows: {rows}"
+        )
+    return array
 
 
 def check_plain(match):
@@ -116,17 +157,21 @@ def _replace(b, match, out_activation: str):
             derived_from=[_bias_source(match)],
         )
     )
-    return b.norm_act_linear(
-        norm_act.input(0),
-        norm_act.input(1),
-        norm_act.input(2),
-        weight,
-        bias_value,
+    inputs = [norm_act.input(0), norm_act.input(1), norm_act.input(2), weight, bias_value, norm_act.input(3)]
+    while inputs[-1] is None:
+        inputs.pop()  # (absent trailing ports are left out, as every frontend leaves them)
+    node = b.node(
+        Op.NORM_ACT_LINEAR,
+        *inputs,
         norm=norm_act.attrs["norm"],
         activation=norm_act.attrs["activation"],
         eps=norm_act.attrs["eps"],
         out_activation=out_activation,
     )
+    if len(node.outputs) == 1:
+        return node.output
+    # (the NormAct's residual sum, read by later layers, is the fused op's second output)
+    return {match.root.output: node.outputs[0], norm_act.outputs[1]: node.outputs[1]}
 
 
 def _bias_source(match):
@@ -145,14 +190,25 @@ def replace_activated(b, match):
 
 _FORMS = (("linear", linear_pattern), ("matmul_bias", matmul_bias_pattern), ("matmul", matmul_pattern))
 
+# (external uses allowed: ``_check`` lets the residual sum alone be read elsewhere)
 PASS = rewrite_pass(
     "fuse_norm_act_linear",
-    "Fuse NormAct + a narrow linear layer (few outputs; + bias, activation) into one kernel.",
+    "Fuse NormAct (and its residual add) + a narrow linear layer (few outputs; one matrix or one per "
+    "slice; + bias, activation) into one kernel.",
     [
         *(
-            Rule(f"fuse_norm_act_{name}_act", _with_activation(p), replace_activated, check_activated)
+            Rule(
+                f"fuse_norm_act_{name}_act",
+                _with_activation(p),
+                replace_activated,
+                check_activated,
+                allow_external_uses=True,
+            )
             for name, p in _FORMS
         ),
-        *(Rule(f"fuse_norm_act_{name}", p, replace_plain, check_plain) for name, p in _FORMS),
+        *(
+            Rule(f"fuse_norm_act_{name}", p, replace_plain, check_plain, allow_external_uses=True)
+            for name, p in _FORMS
+        ),
     ],
 )

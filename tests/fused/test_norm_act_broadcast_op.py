@@ -127,7 +127,12 @@ def test_fallback_function_broadcasts_the_same_way(shapes, norm, opset):
 )
 @pytest.mark.parametrize(
     ("x_shape", "w_shape", "r_shape"),
-    [((4, 3, 40), (4, 1, 40), None), ((2, 16, 64), (64,), (1, 16, 64)), ((3, 2, 24), (3, 1, 24), (2, 24))],
+    [
+        ((4, 3, 40), (4, 1, 40), None),
+        ((2, 16, 64), (64,), (1, 16, 64)),
+        ((3, 2, 24), (3, 1, 24), (2, 24)),
+        ((4, 3, 40), (4, 3, 40), None),  # a scale and bias of X's own shape: one row per row
+    ],
 )
 def test_the_cuda_path_reads_broadcast_operands(x_shape, w_shape, r_shape):
     # The torch op's launch (argument shaping, (inner, groups) per operand) against the plain math;

@@ -147,7 +147,17 @@ def _launches():
             norm_act_linear_impl.launch,
             (x, w, b, torch.randn(3, 32), None, Norm.LAYER, Activation.GELU, 1e-5, Activation.IDENTITY),
         ),
-    }
+        "add_norm_act_linear": (
+            norm_act_linear_impl.launch,
+            (x, w, None, torch.randn(3, 32), torch.randn(3), Norm.RMS, Activation.SILU, 1e-6, Activation.TANH,
+             r),
+        ),
+        "norm_act_linear_per_slice": (
+            norm_act_linear_impl.launch,
+            (x, torch.randn(6, 1, 32), torch.randn(6, 1, 32), torch.randn(6, 4, 32), torch.randn(6, 1, 4),
+             Norm.LAYER, Activation.TANH, 1e-5, Activation.IDENTITY),
+        ),
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(_launches()))

@@ -3,6 +3,7 @@ a small ctypes harness (tests/kernels/cuda_harness), then checked against the fl
 and against the Python launcher's choice of variant. Skipped without a CUDA device."""
 
 import ctypes
+import math
 import os
 import shutil
 import subprocess
@@ -52,6 +53,9 @@ def harness(tmp_path_factory):
     lib.harness_norm_act.restype = ctypes.c_char_p
     lib.harness_norm_act_linear.argtypes = [U64] * 6 + [I64, I64, I64, F32, I32, I32, I32, I32, U64, I32]
     lib.harness_norm_act_linear.restype = ctypes.c_char_p
+    lib.harness_norm_act_linear_rows.argtypes = [U64] * 8 + [I64, I64, I64, ctypes.POINTER(I64), F32]
+    lib.harness_norm_act_linear_rows.argtypes += [I32] * 4 + [U64]
+    lib.harness_norm_act_linear_rows.restype = ctypes.c_char_p
     return lib
 
 
@@ -128,3 +132,50 @@ def test_norm_act_linear_on_the_gpu(harness, dtype, rows, cols, k):
                                     epsilon=0.0, out_activation="relu")  # fmt: skip
     assert_written(y_storage, rows * k, "C++ NormActLinear")
     assert_matches(y, ref, dtype, f"C++ NormActLinear {rows}x{cols} K={k} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    ("x", "per_slice", "residual"),
+    [
+        ((128, 1024, 256), True, None),  # the per-feature model: per-slice norm and Linear(D, 4)
+        ((6, 5, 96), True, (5, 96)),  # blocks straddling features, a broadcast residual
+        ((4096, 1024), False, (4096, 1024)),  # residual → norm → act → Linear(D, 4), the sum written
+        ((3, 2, 9000), True, (3, 2, 9000)),  # looped
+    ],
+)
+def test_norm_act_linear_rows_on_the_gpu(harness, dtype, x, per_slice, residual):
+    from graphopt.fused.broadcast_rows import row_broadcast
+    from graphopt.fused.norm_act_linear.spec import weight_rows
+
+    gen = generator("cpp-linear-rows", dtype, x, per_slice, residual)
+    rows, d, k = math.prod(x[:-1]), x[-1], 4
+    n = x[0] if per_slice else 1
+    param, weight, lb = ((n, 1, d), (n, k, d), (n, 1, k)) if per_slice else ((d,), (k, d), (k,))
+    xs = random_rows(rows, d, dtype, gen).view(x)
+    w, b = random_vector(math.prod(param), dtype, gen, mean=1.0), random_vector(math.prod(param), dtype, gen)
+    lw = random_rows(math.prod(weight[:-1]), d, dtype, gen, std=d**-0.5).contiguous()
+    lbs = random_vector(math.prod(lb), dtype, gen)
+    r = None if residual is None else random_rows(math.prod(residual[:-1]), d, dtype, gen)
+    y, y_storage = poisoned((rows, k), dtype)
+    s, s_storage = poisoned((rows, d), dtype) if residual else (None, None)
+    y_shape = (*x[:-1], k)
+    residual_rows = row_broadcast(residual, x, -1) if residual else (1, 0)  # (groups 0: X's rows)
+    broadcasts = [*row_broadcast(param, x, -1), *row_broadcast(param, x, -1), *weight_rows(weight, x),
+                  *row_broadcast(lb, y_shape, -1), *residual_rows]  # fmt: skip
+    args = (ptr(xs), ptr(r), ptr(w), ptr(b), ptr(lw), ptr(lbs), ptr(y), ptr(s), rows, d, k,
+            (I64 * 10)(*broadcasts), 1e-5, int(Norm.LAYER), int(Activation.GELU), int(Activation.TANH),
+            DTYPE_CODE[dtype], stream())  # fmt: skip
+    assert harness.harness_norm_act_linear_rows(*args) == b""
+    torch.cuda.synchronize()
+    total = xs if r is None else (xs.float() + r.view(residual).float()).to(dtype)
+    ref = NORM_ACT_LINEAR.reference(
+        f64(total), f64(w.view(param)), f64(b.view(param)), f64(lw.view(weight)), f64(lbs.view(lb)),
+        norm="layer", activation="gelu", epsilon=1e-5, out_activation="tanh",
+    )  # fmt: skip
+    what = f"C++ NormActLinear {list(x)} per_slice={per_slice} residual={residual} {dtype}"
+    assert_written(y_storage, rows * k, what)
+    assert_matches(y, ref.reshape(rows, k), dtype, what)
+    if residual:
+        assert_written(s_storage, rows * d, what + " ResidualSum")
+        assert_matches(s, f64(total).reshape(rows, d), dtype, what + " ResidualSum")

@@ -85,11 +85,12 @@ def test_residual_sum_without_residual_fails_at_session_creation():
     [
         (
             {"weight": (4, 7)},
-            r"input Weight must have shape \[K, 8\] \(X's last dimension is 8\), got \[4, 7\]",
+            r"input Weight must have shape \[K, 8\] or \[\.\.\., K, 8\] "
+            r"\(X's last dimension is 8\), got \[4, 7\]",
         ),
         ({"weight": (32,)}, r"input Weight must have shape \[K, 8\]"),
-        ({"scale": (4,)}, r"input Scale \(\[D\]\) must have shape \[8\], got \[4\]"),
-        ({"linear_bias": (8,)}, r"input LinearBias \(\[K\]\) must have shape \[4\], got \[8\]"),
+        ({"scale": (4,)}, r"input Scale has shape \[4\]; expected \[8\] or a broadcast of it"),
+        ({"linear_bias": (8,)}, r"input LinearBias has shape \[8\]; expected \[4\] or a broadcast of it"),
     ],
 )
 def test_norm_act_linear_bad_shapes(kwargs, message):

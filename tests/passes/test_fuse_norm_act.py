@@ -82,7 +82,9 @@ def test_norm_and_activation_fuse(case, path):
     make, activation, norm = POSITIVE[case]
     module = make()
     args = (torch.randn(3, 4, 16),)
-    optimized, _ = optimize_checked(export_onnx(module, args, path))
+    # (the residual cases' Linear(16, 16) after the norm would join it in NormActLinear: see
+    # tests/passes/test_fuse_norm_act_linear_residual.py)
+    optimized, _ = optimize_checked(export_onnx(module, args, path), skip=["fuse_norm_act_linear"])
     fused = [n for n in optimized.graph.node if n.op_type == "NormAct"]
     assert len(fused) == 1, op_types(optimized)
     attrs = {a.name: helper.get_attribute_value(a) for a in fused[0].attribute}

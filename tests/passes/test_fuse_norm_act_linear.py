@@ -80,11 +80,15 @@ class ResidualHead(Head):
         return self.out_act(self.linear(self.act(self.norm(x + x.flip(0)))))
 
 
-def test_norm_act_with_a_residual_stays_unfused_with_the_linear():
-    module = ResidualHead()
-    optimized, report = optimize_checked(export_onnx(module, (torch.randn(6, 32),), "dynamo"))
-    assert "NormActLinear" not in op_types(optimized)
-    assert any("residual" in r for r in near_misses(report, "fuse_norm_act_linear_act"))
+def test_norm_act_with_a_residual_joins_the_linear():
+    module, args = ResidualHead(), (torch.randn(6, 32),)
+    optimized, report = optimize_checked(export_onnx(module, args, "dynamo"))
+    assert [t for t in op_types(optimized) if t != "Constant"][-1:] == ["NormActLinear"]
+    assert "NormAct" not in op_types(optimized)
+    assert not near_misses(report, "fuse_norm_act_linear_act")
+    (expected,) = float64_reference(module, args)
+    (actual,) = run_onnx(optimized, {optimized.graph.input[0].name: args[0].numpy()})
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
 
 
 class BroadcastBiasHead(torch.nn.Module):

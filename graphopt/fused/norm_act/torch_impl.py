@@ -49,7 +49,8 @@ def launch(
     def rows_of(operand):  # (the usual shapes spend no time here)
         if operand is None or tuple(operand.shape) == normalized:
             return (1, 1)
-        return operand_rows(operand, x, dim, (1, 1), "scale or bias")
+        # (one of X's shape has a row per row of X)
+        return operand_rows(operand, x, dim, None, "scale or bias") or (1, x2d.shape[0])
 
     y2d = empty_rows(x2d)
     total = None if residual is None else empty_rows(x2d)

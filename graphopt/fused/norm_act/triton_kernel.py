@@ -40,7 +40,7 @@ EARLY_AFFINE_COLS = tl.constexpr(1024)  # rows up to this long load scale and bi
 
 
 @triton.jit
-def _load_sum(X, R, S, x_off, r_off, s_off, mask, has_residual, write_sum):
+def load_sum(X, R, S, x_off, r_off, s_off, mask, has_residual, write_sum):
     """Loads a block of X (+ R, rounded to storage precision, as the unfused graph stores it).
     (A branch, not a mask as for the scale and bias: a masked-off R load and ResidualSum store in
     every block cost short rows about 10% where there is no residual.)"""
@@ -56,8 +56,8 @@ def _load_sum(X, R, S, x_off, r_off, s_off, mask, has_residual, write_sum):
 
 
 @triton.jit
-def _load_first(X, R, x_row, r_row, row_ok, has_residual):
-    """The first element of each row (of X + R, rounded as ``_load_sum`` rounds it) as fp32: the
+def load_first(X, R, x_row, r_row, row_ok, has_residual):
+    """The first element of each row (of X + R, rounded as ``load_sum`` rounds it) as fp32: the
     shift of the row's statistics. (A load of its own, from the cache line the row's load brings
     in: getting one column out of a tile would take a reduction.)"""
     x = tl.load(X + x_row, mask=row_ok, other=0.0)
@@ -77,7 +77,7 @@ def operand_rows(row, inner, groups, rows):
 
 
 @triton.jit
-def _normalize(
+def normalize_rows(
     centered, rstd, scale, bias, W, B, row, idx, mask, cols, has_scale, has_bias,
     w_inner, w_groups, b_inner, b_groups, activation, storage: tl.constexpr,
 ):  # fmt: skip
@@ -101,7 +101,7 @@ def _finish_block(
     w_inner, w_groups, b_inner, b_groups, EVEN: tl.constexpr,
 ):  # fmt: skip
     centered, rstd = block_stats(x, first, mask, cols, norm, eps, EVEN)
-    y = _normalize(
+    y = normalize_rows(
         centered, rstd, scale, bias, W, B, row, offs, mask, cols, has_scale, has_bias,
         w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
     )  # fmt: skip
@@ -121,7 +121,7 @@ def norm_act_kernel(
     pid = tl.program_id(0).to(tl.int64)
     row = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = row < rows
-    # Row offsets into R; scale and bias rows are picked where they are applied (``_normalize``).
+    # Row offsets into R; scale and bias rows are picked where they are applied (``normalize_rows``).
     r_base = operand_rows(row, r_inner, r_groups, rows) * stride_r
     if not LOOPED:
         col_ok = offs < cols
@@ -135,14 +135,14 @@ def norm_act_kernel(
             if BLOCK_N <= EARLY_AFFINE_COLS:
                 # Short rows: scale and bias in flight with the row, not waited for after its sums.
                 scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-            x = _load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
-            first = _load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
+            x = load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
+            first = load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
             centered, rstd = block_stats(x, first, mask, cols, norm, eps, EVEN)
             if BLOCK_N > EARLY_AFFINE_COLS:
                 # Long rows load them only now (from L1/L2), keeping no extra registers live
                 # through the statistics.
                 scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-            y = _normalize(
+            y = normalize_rows(
                 centered, rstd, scale, bias, W, B, row, offs, mask, cols, has_scale, has_bias,
                 w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
             )  # fmt: skip
@@ -152,8 +152,8 @@ def norm_act_kernel(
             # the current one, so a load is in flight while the math and stores run; short rows
             # afford keeping scale and bias in registers across the blocks.
             scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-            x = _load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
-            first = _load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
+            x = load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
+            first = load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
             for i in range(1, ITERS):
                 nrow = (pid + i * tl.num_programs(0)) * BLOCK_M + tl.arange(0, BLOCK_M)
                 nrow_ok = nrow < rows
@@ -161,8 +161,8 @@ def norm_act_kernel(
                 nr_base = operand_rows(nrow, r_inner, r_groups, rows) * stride_r
                 nx_off, nr_off = nrow[:, None] * stride_x + offs, nr_base[:, None] + offs
                 ny_off = nrow[:, None] * cols + offs
-                nx = _load_sum(X, R, S, nx_off, nr_off, ny_off, nmask, has_residual, True)
-                nfirst = _load_first(X, R, nrow * stride_x, nr_base, nrow_ok, has_residual)
+                nx = load_sum(X, R, S, nx_off, nr_off, ny_off, nmask, has_residual, True)
+                nfirst = load_first(X, R, nrow * stride_x, nr_base, nrow_ok, has_residual)
                 _finish_block(
                     x, first, row, y_off, mask, offs, scale, bias, W, B, Y, cols, eps, norm, activation,
                     has_scale, has_bias, w_inner, w_groups, b_inner, b_groups, EVEN,
@@ -177,13 +177,13 @@ def norm_act_kernel(
         r_row = r_base[:, None]
         y_row = row[:, None] * cols
         # Shifted one-pass statistics: a second pass over the row would re-read it from memory.
-        shift = row_shift(_load_first(X, R, row * stride_x, r_base, row_ok, has_residual), norm)
+        shift = row_shift(load_first(X, R, row * stride_x, r_base, row_ok, has_residual), norm)
         mean = tl.zeros([BLOCK_M], tl.float32)
         m2 = tl.zeros([BLOCK_M], tl.float32)
         for start in range(0, cols, BLOCK_N):
             idx = start + offs
             mask = row_ok[:, None] & (idx < cols)[None, :]
-            x = _load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, True)
+            x = load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, True)
             shifted = tl.where(mask, x - shift[:, None], 0.0)
             mean, m2 = chunk_stats_update(shifted, mask, start, cols, norm, mean, m2, BLOCK_N)
         rstd = finish_stats(m2, cols, eps)
@@ -193,10 +193,10 @@ def norm_act_kernel(
             idx = start + offs
             col_ok = idx < cols
             mask = row_ok[:, None] & col_ok[None, :]
-            x = _load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, False)
+            x = load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, False)
             scale, bias = load_affine(W, B, idx, col_ok, has_scale, has_bias)
             centered = center(x, shift, mean)
-            y = _normalize(
+            y = normalize_rows(
                 centered, rstd, scale, bias, W, B, row, idx, mask, cols, has_scale, has_bias,
                 w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
             )  # fmt: skip

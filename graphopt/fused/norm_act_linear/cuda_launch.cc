@@ -10,9 +10,11 @@ namespace {
 
 const KernelVariant* SelectNormActLinear(const NormActLinearParams& p) {
   const KernelTable& table = GeneratedKernelTable();
-  const bool aligned = IsAligned(table, p.cols, {p.x, p.scale, p.bias, p.weight, p.linear_bias, p.y});
+  const bool aligned = IsAligned(table, p.cols, {p.x, p.residual, p.scale, p.bias, p.weight, p.residual_sum});
   return Select(table, KernelOp::kNormActLinear, p.dtype, p.cols, aligned);
 }
+
+int32_t I32(int64_t v) { return static_cast<int32_t>(v); }
 
 }  // namespace
 
@@ -33,28 +35,39 @@ std::string LaunchNormActLinear(const NormActLinearParams& p, void* stream) {
   if (!ValidNorm(p.norm) || !ValidActivation(p.activation) || !ValidActivation(p.out_activation)) {
     return std::string(kPrefix) + "unknown norm or activation";
   }
-  if (p.rows == 0 || p.out_features == 0) return "";
+  const bool write_sum = p.residual != nullptr && p.residual_sum != nullptr;
+  if (p.rows == 0 || (p.out_features == 0 && !write_sum)) return "";
   std::string error;
   const DriverApi* api = Driver(&error);
   if (api == nullptr) return kPrefix + error;
   const KernelVariant* v = SelectNormActLinear(p);
   if (v == nullptr) return std::string(kPrefix) + "no NormActLinear kernel for dtype " + DTypeName(p.dtype);
 
+  // Absent inputs get a harmless stand-in: the kernel never reads them (nor writes an unread sum).
   const CUdeviceptr x = Ptr(p.x), wl = Ptr(p.weight), y = Ptr(p.y);
-  const CUdeviceptr w = p.scale ? Ptr(p.scale) : x, b = p.bias ? Ptr(p.bias) : x;
-  const CUdeviceptr lb = p.linear_bias ? Ptr(p.linear_bias) : wl;
-  const int32_t rows = static_cast<int32_t>(p.rows), cols = static_cast<int32_t>(p.cols);
-  const int32_t k = static_cast<int32_t>(p.out_features);
-  const int64_t stride = p.cols;
+  const CUdeviceptr r = p.residual ? Ptr(p.residual) : x, w = p.scale ? Ptr(p.scale) : x;
+  const CUdeviceptr b = p.bias ? Ptr(p.bias) : x, lb = p.linear_bias ? Ptr(p.linear_bias) : wl;
+  const CUdeviceptr s = write_sum ? Ptr(p.residual_sum) : x;
+  const int32_t rows = I32(p.rows), cols = I32(p.cols), k = I32(p.out_features);
+  const int64_t stride = p.cols;  // ONNX Runtime tensors are contiguous
   const float eps = p.epsilon;
   const int32_t norm = static_cast<int32_t>(p.norm), act = static_cast<int32_t>(p.activation);
   const int32_t out_act = static_cast<int32_t>(p.out_activation);
   const int32_t has_scale = p.scale != nullptr, has_bias = p.bias != nullptr, has_lb = p.linear_bias != nullptr;
+  const int32_t has_res = p.residual != nullptr, write = write_sum;
+  const int32_t r_groups = I32(p.residual_rows.groups == 0 ? p.rows : p.residual_rows.groups);
+  const int32_t row_args[] = {
+      I32(p.scale_rows.inner),  I32(p.scale_rows.groups),       I32(p.bias_rows.inner),
+      I32(p.bias_rows.groups),  I32(p.residual_rows.inner),     r_groups,
+      I32(p.weight_rows.inner), I32(p.weight_rows.groups),      I32(p.linear_bias_rows.inner),
+      I32(p.linear_bias_rows.groups)};
   Launch launch(*v);
-  launch.Arg(x), launch.Arg(w), launch.Arg(b), launch.Arg(wl), launch.Arg(lb), launch.Arg(y);
-  launch.Arg(rows), launch.Arg(cols), launch.Arg(k), launch.Arg(stride);
+  launch.Arg(x), launch.Arg(r), launch.Arg(w), launch.Arg(b), launch.Arg(wl), launch.Arg(lb), launch.Arg(y);
+  launch.Arg(s);
+  launch.Arg(rows), launch.Arg(cols), launch.Arg(k), launch.Arg(stride), launch.Arg(stride);
   launch.Arg(eps), launch.Arg(norm), launch.Arg(act), launch.Arg(out_act);
-  launch.Arg(has_scale), launch.Arg(has_bias), launch.Arg(has_lb);
+  launch.Arg(has_scale), launch.Arg(has_bias), launch.Arg(has_lb), launch.Arg(has_res), launch.Arg(write);
+  for (const int32_t& value : row_args) launch.Arg(value);
   return launch.Run(*api, static_cast<CUstream>(stream), p.rows);
 }
 

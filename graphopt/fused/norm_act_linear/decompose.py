@@ -1,17 +1,21 @@
-"""NormActLinear's fallback body: the norm and activation, then MatMul with the transposed weight."""
+"""NormActLinear's fallback body: the norm and activation (of X + Residual, rounded to X's type,
+where there is one), then MatMul with the weight's matrices transposed."""
 
 from __future__ import annotations
 
-from graphopt.fused.onnx_decompose import Body, activate, normalize, optional_float
+from graphopt.fused.onnx_decompose import Body, activate, normalize, normalized_input, optional_float
 
 
 def body(b: Body) -> list[str]:
     v = b.variant
+    s, outputs = normalized_input(b)
     scale, bias = optional_float(b, "Scale"), optional_float(b, "Bias")
-    hidden = activate(b, v.attr("activation"), normalize(b, b.to_float("X"), scale, bias, -1))
-    weight_t = b.op("Transpose", b.to_float("Weight"), perm=[1, 0])
+    hidden = activate(b, v.attr("activation"), normalize(b, s, scale, bias, -1))
+    # (the last two dims swapped whatever the weight's rank: [K, D] or one matrix per slice; MatMul
+    # then broadcasts the slices as the batched matmul it replaced did)
+    weight_t = b.op("Einsum", b.to_float("Weight"), equation="...kd->...dk")
     y = b.op("MatMul", hidden, weight_t)
     if "LinearBias" in v.present:
         y = b.op("Add", y, b.to_float("LinearBias"))
     b.back_to_input_type(activate(b, v.attr("out_activation"), y), "Y")
-    return ["Y"]
+    return outputs

@@ -1,9 +1,16 @@
-"""NormActLinear: Y = out_act(act(norm(X) * scale + bias) @ Weight^T + linear_bias).
+"""NormActLinear: Y = out_act(act(norm(X [+ R]) * scale + bias) @ Weight^T + linear_bias), and
+ResidualSum = X + R when R is given.
 
 A norm and activation over the last dimension D followed by a narrow linear layer (Weight is
-[K, D], K small): each row of X is read once, its normalized and activated values never leave
-the chip, and only K numbers per row are written. Storage fp32/fp16/bf16, all math and the dot
-products in fp32, Y [rows, K] contiguous in X's dtype. X rows may be strided.
+[K, D], K small, or one [K, D] matrix per slice of X's rows): each row of X is read once, its
+normalized and activated values never leave the chip, and only K numbers per row are written
+(plus the residual sum where one is asked for). Storage fp32/fp16/bf16, all math and the dot
+products in fp32, Y [rows, K] contiguous in X's dtype. X and R rows may be strided.
+
+Scale, bias, residual, weight and linear bias may broadcast over X's rows (per-feature norms and
+linear layers after horizontal batching, a position embedding as the residual): row r reads the
+operand's row, or matrix, ``(r // inner) % groups`` (``graphopt.fused.broadcast_rows``). Shared
+ones take uniform branches that run the one-row code.
 """
 
 from __future__ import annotations
@@ -11,7 +18,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from graphopt.fused.norm_act.triton_kernel import dtype_name
+from graphopt.fused.norm_act.triton_kernel import (
+    dtype_name,
+    load_first,
+    load_sum,
+    normalize_rows,
+    operand_rows,
+)
 from graphopt.kernels.activations import apply_activation
 from graphopt.kernels.kernel_spec import KernelSpec
 from graphopt.kernels.launch_rules import (
@@ -21,8 +34,8 @@ from graphopt.kernels.launch_rules import (
     configure,
     is_aligned,
     row_tiers,
+    unwritten_output,
 )
-from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import (
     block_stats,
     center,
@@ -38,60 +51,128 @@ LOOP_BLOCK_K = tl.constexpr(16)
 
 
 @triton.jit
-def _linear_out(acc, LB, k, has_linear_bias, out_activation, storage: tl.constexpr):
-    if has_linear_bias:
-        acc = acc + tl.load(LB + k).to(tl.float32)
-    return apply_activation(acc, out_activation, storage)
+def _block_group(first, last, inner, groups, size):
+    """The offset of the operand row (or matrix) of ``size`` elements that the block's first row
+    reads, and whether every row of the block, ``first`` to ``last``, reads that one: then one
+    vector load serves the block, as for a shared operand (per-feature operands on blocks inside one
+    feature, the usual case), else each row loads its own. (A uniform branch: a shared operand
+    costs no division.)"""
+    offset = first * 0
+    same = groups == 1
+    if groups != 1:
+        q = first // inner
+        offset = (q % groups) * size
+        same = q == last // inner
+    return offset, same
 
 
 @triton.jit
-def _load_first(X, x_row, row_ok):
-    """The first element of each row as fp32: the shift of the row's statistics (see row_norm)."""
-    return tl.load(X + x_row, mask=row_ok, other=0.0).to(tl.float32)
+def _normalize(
+    centered, rstd, W, B, row, idx, col_ok, mask, cols, first, last, has_scale, has_bias,
+    w_inner, w_groups, b_inner, b_groups, activation, storage: tl.constexpr,
+):  # fmt: skip
+    """act(centered * rstd * scale + bias), masked-off lanes 0: with one scale and bias row for
+    the block where its rows share them, else with each row's own (NormAct's ``normalize_rows``)."""
+    w_off, w_same = _block_group(first, last, w_inner, w_groups, cols)
+    b_off, b_same = _block_group(first, last, b_inner, b_groups, cols)
+    if w_same & b_same:
+        scale, bias = load_affine(W + w_off, B + b_off, idx, col_ok, has_scale, has_bias)
+        h = normalize_activate(centered, rstd, scale, bias, activation, storage)
+    else:
+        unused = tl.zeros(idx.shape, tl.float32)  # (its shared-row branch is not taken)
+        h = normalize_rows(
+            centered, rstd, unused, unused, W, B, row, idx, mask, cols, has_scale, has_bias,
+            w_inner, w_groups, b_inner, b_groups, activation, storage,
+        )  # fmt: skip
+    return tl.where(mask, h, 0.0)
+
+
+@triton.jit
+def _dot_weight_row(
+    h, WL, row, k, cols, idx, col_ok, mask, out_features, wl_inner, wl_groups, wl_off, wl_same
+):
+    """Each row's dot product of ``h`` (the block's columns ``idx``) with row k of its weight
+    matrix: one vector load when the block's rows share the matrix, else a tile of each row's own
+    (from L1/L2: the matrices are small)."""
+    # (each branch names its load apart: the compiler wants a name's type the same in both)
+    if wl_same:
+        shared = tl.load(WL + wl_off + k * cols + idx, mask=col_ok, other=0.0).to(tl.float32)
+        part = tl.sum(h * shared[None, :], axis=1)
+    else:
+        base = ((row // wl_inner) % wl_groups) * (out_features * cols) + k * cols
+        own = tl.load(WL + base[:, None] + idx[None, :], mask=mask, other=0.0).to(tl.float32)
+        part = tl.sum(h * own, axis=1)
+    return part
+
+
+@triton.jit
+def _linear_bias(acc, LB, row, k, row_ok, out_features, lb_inner, lb_groups, lb_off, lb_same):
+    """acc + each row's linear bias k (its own where the block's rows do not share one)."""
+    if lb_same:
+        acc = acc + tl.load(LB + lb_off + k).to(tl.float32)
+    else:
+        base = ((row // lb_inner) % lb_groups) * out_features
+        acc = acc + tl.load(LB + base + k, mask=row_ok, other=0.0).to(tl.float32)
+    return acc
 
 
 @triton.jit
 def norm_act_linear_kernel(
-    X, W, B, WL, LB, Y,
-    rows, cols, out_features, stride_x,
-    eps, norm, activation, out_activation, has_scale, has_bias, has_linear_bias,
+    X, R, W, B, WL, LB, Y, S,
+    rows, cols, out_features, stride_x, stride_r,
+    eps, norm, activation, out_activation, has_scale, has_bias, has_linear_bias, has_residual, write_sum,
+    w_inner, w_groups, b_inner, b_groups, r_inner, r_groups, wl_inner, wl_groups, lb_inner, lb_groups,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr,
 ):  # fmt: skip
-    row = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    first = tl.program_id(0).to(tl.int64) * BLOCK_M
+    last = tl.minimum(first + BLOCK_M, rows) - 1
+    row = first + tl.arange(0, BLOCK_M)
     row_ok = row < rows
     x_row = row[:, None] * stride_x
+    r_base = operand_rows(row, r_inner, r_groups, rows) * stride_r
+    s_row = row[:, None] * cols
     y_row = row * out_features
+    wl_off, wl_same = _block_group(first, last, wl_inner, wl_groups, out_features * cols)
+    lb_off, lb_same = _block_group(first, last, lb_inner, lb_groups, out_features)
     offs = tl.arange(0, BLOCK_N)
     if not LOOPED:
         col_ok = offs < cols
         mask = row_ok[:, None] & col_ok[None, :]
-        x = widen(tl.load(X + x_row + offs, mask=mask, other=0.0))
-        first = _load_first(X, row * stride_x, row_ok)
-        centered, rstd = block_stats(x, first, mask, cols, norm, eps, False)
-        scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
-        h = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
-        h = tl.where(mask, h, 0.0)
+        r_off, s_off = r_base[:, None] + offs, s_row + offs
+        x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
+        x0 = load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
+        centered, rstd = block_stats(x, x0, mask, cols, norm, eps, False)
+        h = _normalize(
+            centered, rstd, W, B, row, offs, col_ok, mask, cols, first, last, has_scale, has_bias,
+            w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
+        )  # fmt: skip
         # One output column at a time: the weight row comes from L1/L2, the product never
         # leaves registers, and a narrow K keeps this loop short.
         for k in range(0, out_features):
-            w = tl.load(WL + k * cols + offs, mask=col_ok, other=0.0).to(tl.float32)
-            acc = tl.sum(h * w[None, :], axis=1)
-            acc = _linear_out(acc, LB, k, has_linear_bias, out_activation, Y.dtype.element_ty)
+            acc = _dot_weight_row(
+                h, WL, row, k, cols, offs, col_ok, mask, out_features, wl_inner, wl_groups, wl_off, wl_same
+            )
+            if has_linear_bias:
+                acc = _linear_bias(
+                    acc, LB, row, k, row_ok, out_features, lb_inner, lb_groups, lb_off, lb_same
+                )
+            acc = apply_activation(acc, out_activation, Y.dtype.element_ty)
             tl.store(Y + y_row + k, acc.to(Y.dtype.element_ty), mask=row_ok)
     else:
         # Shifted one-pass statistics: a second pass over the row would re-read it from memory.
-        shift = row_shift(_load_first(X, row * stride_x, row_ok), norm)
+        shift = row_shift(load_first(X, R, row * stride_x, r_base, row_ok, has_residual), norm)
         mean = tl.zeros([BLOCK_M], tl.float32)
         m2 = tl.zeros([BLOCK_M], tl.float32)
         for start in range(0, cols, BLOCK_N):
             idx = start + offs
             mask = row_ok[:, None] & (idx < cols)[None, :]
-            x = widen(tl.load(X + x_row + idx, mask=mask, other=0.0))
+            r_off, s_off = r_base[:, None] + idx, s_row + idx
+            x = load_sum(X, R, S, x_row + idx, r_off, s_off, mask, has_residual, write_sum)
             shifted = tl.where(mask, x - shift[:, None], 0.0)
             mean, m2 = chunk_stats_update(shifted, mask, start, cols, norm, mean, m2, BLOCK_N)
         rstd = finish_stats(m2, cols, eps)
         # Rows too long for one block are re-read (mostly from L2) once per LOOP_BLOCK_K outputs,
-        # accumulating a [BLOCK_M, LOOP_BLOCK_K] tile.
+        # accumulating a [BLOCK_M, LOOP_BLOCK_K] tile; X + R is recomputed, not read back.
         kk = tl.arange(0, LOOP_BLOCK_K)
         for k0 in range(0, out_features, LOOP_BLOCK_K):
             acc = tl.zeros([BLOCK_M, LOOP_BLOCK_K], tl.float32)
@@ -100,20 +181,27 @@ def norm_act_linear_kernel(
                 idx = start + offs
                 col_ok = idx < cols
                 mask = row_ok[:, None] & col_ok[None, :]
-                x = widen(tl.load(X + x_row + idx, mask=mask, other=0.0))
-                scale, bias = load_affine(W, B, idx, col_ok, has_scale, has_bias)
-                centered = center(x, shift, mean)
-                h = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
-                h = tl.where(mask, h, 0.0)
+                x = load_sum(X, R, S, x_row + idx, r_base[:, None] + idx, s_row + idx, mask, has_residual, 0)
+                h = _normalize(
+                    center(x, shift, mean), rstd, W, B, row, idx, col_ok, mask, cols, first, last,
+                    has_scale, has_bias, w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
+                )  # fmt: skip
                 for j in range(0, k_count):
-                    w = tl.load(WL + (k0 + j) * cols + idx, mask=col_ok, other=0.0).to(tl.float32)
-                    part = tl.sum(h * w[None, :], axis=1)
+                    part = _dot_weight_row(
+                        h, WL, row, k0 + j, cols, idx, col_ok, mask, out_features, wl_inner, wl_groups,
+                        wl_off, wl_same,
+                    )  # fmt: skip
                     acc = acc + tl.where(kk[None, :] == j, part[:, None], 0.0)
             k_ok = kk < k_count
-            if has_linear_bias:
-                acc = acc + tl.load(LB + k0 + kk, mask=k_ok, other=0.0).to(tl.float32)[None, :]
-            acc = apply_activation(acc, out_activation, Y.dtype.element_ty)
             out_mask = row_ok[:, None] & k_ok[None, :]
+            if has_linear_bias:
+                if lb_same:
+                    acc = acc + tl.load(LB + lb_off + k0 + kk, mask=k_ok, other=0.0).to(tl.float32)[None, :]
+                else:
+                    lb_row = ((row // lb_inner) % lb_groups) * out_features
+                    lb = tl.load(LB + lb_row[:, None] + k0 + kk[None, :], mask=out_mask, other=0.0)
+                    acc = acc + lb.to(tl.float32)
+            acc = apply_activation(acc, out_activation, Y.dtype.element_ty)
             tl.store(Y + y_row[:, None] + k0 + kk[None, :], acc.to(Y.dtype.element_ty), mask=out_mask)
 
 
@@ -149,23 +237,35 @@ def norm_act_linear_config(rows: int, cols: int, dtype: str, aligned: bool = Tru
 
 def launch_norm_act_linear(
     x2d, scale, bias, weight, linear_bias, y, *, norm: int, activation: int, out_activation: int,
-    eps: float, wrap=lambda kernel: kernel,
+    eps: float, wrap=lambda kernel: kernel, residual2d=None, residual_sum=None, scale_rows=(1, 1),
+    bias_rows=(1, 1), residual_rows=None, weight_rows=(1, 1), linear_bias_rows=(1, 1),
 ):  # fmt: skip
-    """Launches NormActLinear on torch tensors: ``weight`` [K, D] contiguous, ``y`` preallocated
-    contiguous [rows, K]. ``wrap`` may be ``torch.library.wrap_triton``."""
+    """Launches NormActLinear on torch tensors: ``weight`` contiguous [K, D] or [groups, K, D], ``y``
+    preallocated contiguous [rows, K]; with ``residual2d`` ([groups, D] rows with their own stride,
+    X's rows by default) the sum is written to ``residual_sum`` (contiguous [rows, D]) unless it is
+    None. ``*_rows`` are (inner, groups) of the operands that broadcast over X's rows
+    (graphopt.fused.broadcast_rows); scale, bias and linear bias are then contiguous [groups, D]
+    and [groups, K]. ``wrap`` may be ``torch.library.wrap_triton``."""
     rows, cols = x2d.shape
-    out_features = weight.shape[0]
-    aligned = is_aligned(cols, (x2d.stride(0),))
+    out_features = weight.shape[-2]
+    residual_rows = residual_rows or (1, rows)
+    has_residual = residual2d is not None
+    strides = (x2d.stride(0), residual2d.stride(0) if has_residual else 0)
+    aligned = is_aligned(cols, strides)
     config = norm_act_linear_config(rows, cols, dtype_name(x2d), aligned)
-    if rows == 0 or out_features == 0:
+    write_sum = has_residual and residual_sum is not None
+    if rows == 0 or (out_features == 0 and not write_sum):
         return config
     tier = config.tier
     wrap(norm_act_linear_kernel)[config.grid](
-        x2d, scale if scale is not None else x2d, bias if bias is not None else x2d, weight,
-        linear_bias if linear_bias is not None else weight, y,
-        rows, cols, out_features, x2d.stride(0),
+        x2d, residual2d if has_residual else x2d, scale if scale is not None else x2d,
+        bias if bias is not None else x2d, weight, linear_bias if linear_bias is not None else weight, y,
+        residual_sum if write_sum else unwritten_output(y, wrap),
+        rows, cols, out_features, strides[0], strides[1],
         float(eps), int(norm), int(activation), int(out_activation),
-        int(scale is not None), int(bias is not None), int(linear_bias is not None),
+        int(scale is not None), int(bias is not None), int(linear_bias is not None), int(has_residual),
+        int(write_sum),
+        *map(int, (*scale_rows, *bias_rows, *residual_rows, *weight_rows, *linear_bias_rows)),
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, LOOPED=tier.looped, num_warps=tier.num_warps,
     )  # fmt: skip
     return config
@@ -174,12 +274,16 @@ def launch_norm_act_linear(
 # The ahead-of-time build's view (graphopt.kernels.kernel_spec): (name, type) of every runtime
 # argument, "*" a pointer to the storage dtype, in the order of the kernel and of cuda_launch.cc.
 _AOT_ARGS = (
-    ("X", "*"), ("W", "*"), ("B", "*"), ("WL", "*"), ("LB", "*"), ("Y", "*"),
-    ("rows", "i32"), ("cols", "i32"), ("out_features", "i32"), ("stride_x", "i64"),
+    ("X", "*"), ("R", "*"), ("W", "*"), ("B", "*"), ("WL", "*"), ("LB", "*"), ("Y", "*"), ("S", "*"),
+    ("rows", "i32"), ("cols", "i32"), ("out_features", "i32"), ("stride_x", "i64"), ("stride_r", "i64"),
     ("eps", "fp32"), ("norm", "i32"), ("activation", "i32"), ("out_activation", "i32"),
-    ("has_scale", "i32"), ("has_bias", "i32"), ("has_linear_bias", "i32"),
+    ("has_scale", "i32"), ("has_bias", "i32"), ("has_linear_bias", "i32"), ("has_residual", "i32"),
+    ("write_sum", "i32"),
+    ("w_inner", "i32"), ("w_groups", "i32"), ("b_inner", "i32"), ("b_groups", "i32"),
+    ("r_inner", "i32"), ("r_groups", "i32"), ("wl_inner", "i32"), ("wl_groups", "i32"),
+    ("lb_inner", "i32"), ("lb_groups", "i32"),
 )  # fmt: skip
 AOT_KERNEL = KernelSpec(
     "NormActLinear", norm_act_linear_kernel, _AOT_ARGS,
-    ("X", "W", "B", "WL", "cols", "stride_x"), norm_act_linear_tiers,
+    ("X", "R", "W", "B", "WL", "S", "cols", "stride_x", "stride_r"), norm_act_linear_tiers,
 )  # fmt: skip

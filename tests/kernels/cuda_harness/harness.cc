@@ -47,4 +47,26 @@ const char* harness_norm_act_linear(uint64_t x, uint64_t scale, uint64_t bias, u
   return result.c_str();
 }
 
+// The same with a residual (and its sum) and operands read row by row: `broadcasts` holds (inner,
+// groups) of scale, bias, weight, linear bias and residual, in that order.
+const char* harness_norm_act_linear_rows(uint64_t x, uint64_t residual, uint64_t scale, uint64_t bias,
+                                         uint64_t weight, uint64_t linear_bias, uint64_t y, uint64_t residual_sum,
+                                         int64_t rows, int64_t cols, int64_t out_features, const int64_t* broadcasts,
+                                         float eps, int32_t norm, int32_t activation, int32_t out_activation,
+                                         int32_t dtype, uint64_t stream) {
+  graphopt::NormActLinearParams p;
+  p.x = P(x), p.residual = P(residual), p.scale = P(scale), p.bias = P(bias), p.weight = P(weight);
+  p.linear_bias = P(linear_bias), p.y = M(y), p.residual_sum = M(residual_sum);
+  p.rows = rows, p.cols = cols, p.out_features = out_features, p.epsilon = eps;
+  graphopt::RowBroadcast* targets[] = {&p.scale_rows, &p.bias_rows, &p.weight_rows, &p.linear_bias_rows,
+                                       &p.residual_rows};
+  for (int i = 0; i < 5; ++i) *targets[i] = graphopt::RowBroadcast{broadcasts[2 * i], broadcasts[2 * i + 1]};
+  p.norm = static_cast<graphopt::Norm>(norm);
+  p.activation = static_cast<graphopt::Activation>(activation);
+  p.out_activation = static_cast<graphopt::Activation>(out_activation);
+  p.dtype = static_cast<graphopt::DType>(dtype);
+  result = graphopt::cuda::LaunchNormActLinear(p, M(stream));
+  return result.c_str();
+}
+
 }  // extern "C"
