@@ -1,13 +1,14 @@
 """Eager launches from a plan kept per call signature (``torch_launch_plans``): against a stand-in for
 a Triton kernel, a plan launches with the arguments the general path passes, with the current call's
-tensors, goes through Triton's JIT only on a signature's first call, and declines what it cannot
-replay; every fused op's CUDA launch is planned; on the GPU, planned calls compute the reference."""
+tensors, goes through Triton's JIT only on a signature's first call, allocates the scratch memory a
+body asks for afresh on each call, and declines what it cannot replay; every fused op's CUDA launch
+is planned; on the GPU, planned calls compute the reference."""
 
 import pytest
 import torch
 from fused_checks import assert_close
 
-from graphopt.fused import Activation, Norm, register_torch_ops, torch_launch_plans, torch_math
+from graphopt.fused import Activation, Norm, register_torch_ops, torch_launch_plans, torch_math, torch_triton
 from graphopt.fused.affine_act import torch_impl as affine_act_impl
 from graphopt.fused.group_norm_act import torch_impl as group_norm_act_impl
 from graphopt.fused.norm_act import torch_impl as norm_act_impl
@@ -113,6 +114,43 @@ def test_what_a_plan_cannot_replay_keeps_the_general_path(body, x, w):
     for _ in range(3):
         planned(x, w)
     assert _kinds() == ["jit"] * 3 and not planned.kept()
+
+
+STATS = Kernel(["X", "P", "cols"])
+APPLY = Kernel(["X", "P", "Y", "cols"])
+
+
+def two_pass_body(x, wrap):
+    """A body as GroupNormAct's split launch is: a kernel writes partial results to scratch memory of
+    the body's own, a second reads them."""
+    partials = torch_triton.scratch(wrap, 2 * x.shape[0], torch.float32, x.device)
+    y = torch.empty_like(x)
+    wrap(STATS)[(x.shape[0],)](x, partials, x.shape[1])
+    wrap(APPLY)[(x.shape[0],)](x, partials, y, x.shape[1])
+    return y
+
+
+def test_scratch_asked_for_is_allocated_afresh_by_each_planned_call():
+    STATS.log.clear(), APPLY.log.clear()
+    planned = torch_launch_plans.PlannedLaunches(two_pass_body, lambda kernel: kernel)
+    calls = [torch.randn(4, 32) for _ in range(3)]
+    outputs = [planned(x) for x in calls]
+    assert _kinds(STATS) == _kinds(APPLY) == ["jit", "direct", "direct"] and len(planned.kept()) == 1
+    scratches = set()
+    later = zip(STATS.log[1:], APPLY.log[1:], calls[1:], outputs[1:], strict=True)
+    for (_, _, stats_args), (_, _, apply_args), x, y in later:
+        assert stats_args[0] is x and apply_args[0] is x and apply_args[2] is y
+        partials = stats_args[1]
+        assert apply_args[1] is partials  # one scratch tensor shared by the call's launches
+        assert partials.shape == (8,) and partials.dtype == torch.float32 and partials.device == x.device
+        assert all(partials.data_ptr() != t.data_ptr() for t in (x, y))
+        scratches.add(id(partials))
+    assert len(scratches) == 2
+
+
+def test_without_a_plan_scratch_is_plain_memory():
+    partials = torch_triton.scratch(lambda kernel: kernel, 5, torch.float16, torch.device("cpu"))
+    assert partials.shape == (5,) and partials.dtype == torch.float16
 
 
 def test_the_plans_kept_are_bounded(monkeypatch):
