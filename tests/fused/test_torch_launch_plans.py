@@ -181,6 +181,18 @@ def _launches():
             group_norm_act_impl.launch,
             (image, None, channels, torch.randn(2, 8, 3, 3), 2, Activation.SILU, 1e-5),
         ),
+        "add_group_norm_act_split": (  # 4 runs of 16384: the two split kernels and their scratch
+            group_norm_act_impl.launch,
+            (
+                torch.randn(2, 8, 64, 64),
+                None,
+                torch.randn(8),
+                torch.randn(2, 8, 64, 64),
+                2,
+                Activation.SILU,
+                1e-5,
+            ),
+        ),
         "norm_act_linear": (
             norm_act_linear_impl.launch,
             (x, w, b, torch.randn(3, 32), None, Norm.LAYER, Activation.GELU, 1e-5, Activation.IDENTITY),
@@ -188,22 +200,40 @@ def _launches():
     }
 
 
+def _stand_ins(launch, monkeypatch) -> list[Kernel]:
+    """Replaces every Triton kernel of the op's kernel modules with a stand-in."""
+    package = launch.__module__.rsplit(".", 1)[0]
+    stand_ins = []
+    for module_name in ("triton_kernel", "split_kernels"):
+        try:
+            module = __import__(f"{package}.{module_name}", fromlist=["_"])
+        except ImportError:
+            continue
+        for name, value in list(vars(module).items()):
+            if name.endswith("_kernel") and hasattr(value, "arg_names"):
+                stand_ins.append(Kernel(value.arg_names))
+                monkeypatch.setattr(module, name, stand_ins[-1])
+    return stand_ins
+
+
 @pytest.mark.parametrize("case", list(_launches()))
 def test_every_fused_ops_launch_is_planned(case, monkeypatch):
     launch, args = _launches()[case]
-    module = __import__(launch.__module__.rsplit(".", 1)[0] + ".triton_kernel", fromlist=["_"])
-    (name,) = [n for n in vars(module) if n.endswith("_kernel") and hasattr(vars(module)[n], "arg_names")]
-    stand_in = Kernel(getattr(module, name).arg_names)
-    monkeypatch.setattr(module, name, stand_in)
+    stand_ins = [k for k in _stand_ins(launch, monkeypatch)]
     planned = torch_launch_plans.PlannedLaunches(lambda *a, wrap: launch(*a, wrap=wrap), lambda k: k)
     results = [planned(*args) for _ in range(3)]
-    assert _kinds(stand_in) == ["jit", "direct", "direct"]
-    (_, grid, jit_args, _), (_, direct_grid, direct_args) = stand_in.log[0], stand_in.log[-1]
-    assert tuple(grid) + (1,) * (3 - len(grid)) == direct_grid
-    scalars = [a for a in jit_args if not isinstance(a, torch.Tensor)]
-    assert [a for a in direct_args if not isinstance(a, torch.Tensor)][: len(scalars)] == scalars
+    launched = [k for k in stand_ins if k.log]
+    assert len(launched) == (2 if case.endswith("_split") else 1)
     first = results[-1][0] if isinstance(results[-1], tuple) else results[-1]
-    assert any(a.data_ptr() == first.data_ptr() for a in direct_args if isinstance(a, torch.Tensor))
+    written = False
+    for stand_in in launched:
+        assert _kinds(stand_in) == ["jit", "direct", "direct"]
+        (_, grid, jit_args, _), (_, direct_grid, direct_args) = stand_in.log[0], stand_in.log[-1]
+        assert tuple(grid) + (1,) * (3 - len(grid)) == direct_grid
+        scalars = [a for a in jit_args if not isinstance(a, torch.Tensor)]
+        assert [a for a in direct_args if not isinstance(a, torch.Tensor)][: len(scalars)] == scalars
+        written |= any(a.data_ptr() == first.data_ptr() for a in direct_args if isinstance(a, torch.Tensor))
+    assert written
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="runs the kernel through Triton's interpreter")
@@ -253,3 +283,22 @@ def test_planned_op_calls_on_cuda_compute_what_the_reference_computes(dtype):
     for name in ("norm_act", "add_norm_act", "affine_act", "group_norm_act"):
         kept = PLANNED[name].kept()
         assert kept and all(step.variant.with_constexprs is not None for p in kept for step in p.steps), name
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_planned_split_group_norm_calls_on_cuda_compute_what_the_reference_computes(dtype):
+    ops, t = register_torch_ops(), getattr(torch, dtype)
+    PLANNED["add_group_norm_act"].clear()
+    for _ in range(3):  # JIT, then direct launches with a fresh scratch buffer each
+        x, r = (torch.randn(2, 16, 64, 64, device="cuda", dtype=t) for _ in range(2))  # 8 runs of 16384
+        w, b = (torch.randn(16, device="cuda", dtype=t) for _ in range(2))
+        y, s = ops.add_group_norm_act(x, r, w, b, 4, "silu", 1e-5)
+        total = torch_math.residual_sum(x, r)
+        assert torch.equal(s, total)
+        want = torch.nn.functional.silu(
+            torch.nn.functional.group_norm(total.float(), 4, w.float(), b.float(), 1e-5)
+        )
+        assert_close(y.float().cpu(), want.double().cpu().numpy(), dtype)
+    (plan,) = PLANNED["add_group_norm_act"].kept()
+    assert len(plan.steps) == 2 and len(plan.scratches) == 1
