@@ -119,7 +119,7 @@ class _Reference(torch.nn.Module):
         return (y, s) if self.residual else y
 
 
-def kernel_row(shape, dtype_name, residual, bandwidth, compile_too) -> dict:
+def kernel_row(shape, dtype_name, residual, bandwidth, compile_too, ort_too=True) -> dict:
     n, c, h, w, groups = shape
     dtype = DTYPES[dtype_name]
     ops = register_torch_ops()
@@ -170,6 +170,8 @@ def kernel_row(shape, dtype_name, residual, bandwidth, compile_too) -> dict:
             compiled = torch.compile(on_gpu)
             compiled(*sets[0])
             row["compiled_us"] = gpu_us(rotating(sets, compiled))
+    if not ort_too:
+        return row
     feeds = [dict(zip(("x", "r"), s, strict=False)) for s in sets]
     fused_onnx = _fused_model((n, c, h, w), groups, dtype, residual, scale, bias)
     call = ort_cuda_callable(fused_onnx, feeds[0], cuda_graph=False, with_library=True, rotate=feeds[1:])
@@ -319,6 +321,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     parser.add_argument("--part", choices=("kernels", "models", "tiers", "all"), default="all")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
+    parser.add_argument(
+        "--no-ort", action="store_true", help="skip the ONNX Runtime columns (no onnxruntime-gpu)"
+    )
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated names of MODELS")
     parser.add_argument("--model-dtypes", default="float32,float16", help="storage types of the model rows")
     args = parser.parse_args()
@@ -344,7 +349,9 @@ def main() -> None:
         for shape in SHAPES:
             for dtype_name in DTYPES:
                 for residual in (False, True):
-                    row = kernel_row(shape, dtype_name, residual, bandwidth, not args.no_compile)
+                    row = kernel_row(
+                        shape, dtype_name, residual, bandwidth, not args.no_compile, not args.no_ort
+                    )
                     print(json.dumps(row), flush=True)
                     result["kernels"].append(row)
     if args.part in ("models", "all"):

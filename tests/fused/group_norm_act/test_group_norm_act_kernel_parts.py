@@ -3,11 +3,17 @@ element's channel (a multiply-high and a shift), under Triton's interpreter, aga
 division: every divisor class (1, powers of two, their neighbours, odd, the largest int32) and
 numerators up to 2^31 - 1."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 import triton
 import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "kernels"))
+from kernel_checks import device
 
 from graphopt.fused.group_norm_act.kernel_parts import channel_of, spatial_divider
 
@@ -34,6 +40,6 @@ def numerators(spatial: int) -> np.ndarray:
 )
 def test_channel_of_is_integer_division(spatial):
     n = numerators(spatial)
-    q = torch.empty(N, dtype=torch.int32)
-    _divide[(1,)](q, torch.from_numpy(n), spatial, N=N)
-    np.testing.assert_array_equal(q.numpy(), n // spatial)
+    q = torch.empty(N, dtype=torch.int32, device=device())
+    _divide[(1,)](q, torch.from_numpy(n).to(device()), spatial, N=N)
+    np.testing.assert_array_equal(q.cpu().numpy(), n // spatial)

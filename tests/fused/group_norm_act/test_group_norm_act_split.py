@@ -72,7 +72,7 @@ def test_partials_are_each_chunks_statistics_around_the_runs_first_element(resid
     kept = []
 
     def scratch(numel):
-        kept.append(torch.full((numel,), float("nan")))
+        kept.append(torch.full((numel,), float("nan"), device=x.device))
         return kept[-1]
 
     y = torch.empty_like(x)
@@ -82,7 +82,8 @@ def test_partials_are_each_chunks_statistics_around_the_runs_first_element(resid
     )  # fmt: skip
     split = launch_rule.chunking(SMALL, 500)
     assert (split.chunk, split.chunks) == (128, 4)
-    (partials,) = kept
+    partials = kept[0].cpu()
+    assert len(kept) == 1
     assert partials.numel() == 2 * 4 * split.chunks
     runs = f64((x + r) if residual else x).reshape(4, 500)
     for row, run_values in enumerate(runs):
