@@ -68,7 +68,7 @@ def spatial_divider(spatial):
     With l = ceil(log2(spatial)) and magic = ceil(2^(31 + l) / spatial) (below 2^32), magic *
     spatial = 2^(31 + l) + e with 0 <= e < spatial <= 2^l, so n * magic / 2^(31 + l) exceeds
     n / spatial by less than 1 / spatial, and its floor is n // spatial."""
-    d = spatial.to(tl.int64)
+    d = tl.full((), 0, tl.int64) + spatial  # (Triton's JIT passes a spatial of 1 as a constant)
     # floor(log2(d)) from the exponent of d as a double (exact: d < 2^53)
     floor_log2 = ((d.to(tl.float64).to(tl.int64, bitcast=True) >> 52) & 2047) - 1023
     ceil_log2 = floor_log2 + ((d & (d - 1)) != 0).to(tl.int64)

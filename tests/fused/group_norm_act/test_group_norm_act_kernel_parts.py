@@ -43,3 +43,19 @@ def test_channel_of_is_integer_division(spatial):
     q = torch.empty(N, dtype=torch.int32, device=device())
     _divide[(1,)](q, torch.from_numpy(n).to(device()), spatial, N=N)
     np.testing.assert_array_equal(q.cpu().numpy(), n // spatial)
+
+
+@triton.jit
+def _divide_by_constant(Q, numerators, SPATIAL: tl.constexpr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    magic, shift = spatial_divider(SPATIAL)
+    tl.store(Q + offs, channel_of(tl.load(numerators + offs), SPATIAL, magic, shift))
+
+
+@pytest.mark.parametrize("spatial", [1, 3, 4096])
+def test_a_spatial_size_known_at_compile_time(spatial):
+    # Triton's JIT passes an integer argument of 1 as a constant, not as a tensor.
+    n = numerators(spatial)
+    q = torch.empty(N, dtype=torch.int32, device=device())
+    _divide_by_constant[(1,)](q, torch.from_numpy(n).to(device()), SPATIAL=spatial, N=N)
+    np.testing.assert_array_equal(q.cpu().numpy(), n // spatial)
