@@ -2,6 +2,11 @@
 C++ launcher's first-match lookup (op, part, dtype; min_cols, max_cols, max_rows, alignment: Select in
 graphopt/ort/cuda/launch.cc) choosing the path, tier and chunks the Python launcher chooses."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from graphopt.fused.group_norm_act import launch_rule
@@ -55,3 +60,24 @@ def test_table_lookup_agrees_with_the_python_launcher(rows, group_size):
             else:
                 assert stats == split.tier == cpp_select("apply", dtype, rows, group_size, aligned)
                 assert cpp_chunks(stats, group_size) == (split.chunk, split.chunks)
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.slow
+def test_the_split_kernels_compile_ahead_of_time(tmp_path):
+    # A subprocess: the AOT build needs real Triton kernels, not the interpreter the tests use.
+    tier = launch_rule.split_tiers("bfloat16")[0]
+    keys = [f"GroupNormAct.{part}/bfloat16/{tier.name}" for part in ("stats", "apply")]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "graphopt.kernels.aot", "--out", str(tmp_path), "--archs", "80,90",
+           "--jobs", "1", "--only", f"/bfloat16/{tier.name}"]  # fmt: skip
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    source = (tmp_path / "kernel_images.cc").read_text()
+    for key, part in zip(keys, ("stats", "apply"), strict=True):
+        for image in ("sm_80", "sm_90", "PTX"):
+            assert f"// {key} {image}" in source
+        assert f'{{KernelOp::kGroupNormAct, "{part}", DType::kBFloat16,' in source

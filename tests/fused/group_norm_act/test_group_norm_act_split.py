@@ -179,13 +179,14 @@ def test_nan_and_inf_stay_in_their_group(small_split):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("small", [True, False])
-def test_constant_groups_give_the_activated_bias(dtype, small, monkeypatch):
-    if small:
-        monkeypatch.setattr(launch_rule, "split_tiers", lambda dtype: (SMALL,))
-    shape = (2, 4, 250) if small else (2, 8, 64, 64)
-    x = random(shape, torch.float32, generator("constant", dtype, small))
+@pytest.mark.parametrize("path", ["small split", "split", "whole"])
+def test_constant_groups_give_the_activated_bias(dtype, path, monkeypatch):
+    tiers = {"small split": (SMALL,), "whole": ()}
+    if path in tiers:
+        monkeypatch.setattr(launch_rule, "split_tiers", lambda dtype: tiers[path])
+    shape = (2, 4, 250) if path == "small split" else (2, 8, 64, 64)
+    x = random(shape, torch.float32, generator("constant", dtype, path))
     x[0, : shape[1] // 2] = 1000.0  # the first run constant (a large value: its square is no concern)
     x[1, shape[1] // 2 :] = -3.0
     tier = run(shape, 2, dtype, Activation.SILU, x=x)
-    assert tier.max_chunks > 1
+    assert (tier.max_chunks > 1) == (path != "whole")
