@@ -5,7 +5,8 @@ Kernel rows (``--part kernels``), at the shapes of diffusion UNets and VAEs, fp3
 without a residual add in front: GPU time (CUDA profiler, kernels only) of
 
 * ``copy``: a device-to-device copy of as many bytes as the op reads plus writes (the HBM roofline);
-* ``graphopt``: ``torch.ops.graphopt.(add_)group_norm_act`` (the Triton kernel, JIT);
+* ``graphopt``: ``torch.ops.graphopt.(add_)group_norm_act`` (the Triton kernels, JIT; ``path``: the
+  whole kernel, one program per (sample, group), or the split statistics + apply kernels);
 * ``torch``: eager ``silu(group_norm(x [+ r]))``, and ``compiled``: the same under torch.compile;
 * ``ort_fused``: the single GroupNormAct node in ORT's CUDA EP (the library's AOT kernel), and
   ``ort_original``: what torch.onnx.export (dynamo) writes for it, in ORT's CUDA EP without the library.
@@ -19,7 +20,8 @@ PyTorch eager (torch.export program before and after graphopt, on the GPU), with
 
 Writes ``group_norm.json`` and ``group_norm.md`` into ``--out``. ``--part tiers`` instead times the kernel
 at each block shape of ``SWEEP`` on every shape (launched directly), for tuning the tier table, and
-writes ``group_norm_tiers.json``.
+writes ``group_norm_tiers.json``; bench/bench_group_norm_split.py tunes the split path's rule and
+block shapes.
 
     ln -sfn ../passes graphopt/passes   # (a source checkout, as bench/run_gpu.sh does)
     GRAPHOPT_ORT_LIBRARY=<libgraphopt_ort.so with CUDA kernels> PYTHONPATH=$PWD \\
@@ -45,6 +47,7 @@ import graphopt
 from graphopt.benchmark.ort_cuda import ort_cuda_callable
 from graphopt.benchmark.timing import copy_bandwidth_bytes_per_s, gpu_us, start_to_finish_us
 from graphopt.fused import register_torch_ops
+from graphopt.fused.group_norm_act import launch_rule
 from models.diffusion_blocks import TinyUNet, TinyVAEDecoder, randomize_norms, unet_inputs, vae_inputs
 from models.onnx_export import export_dynamo
 
@@ -59,17 +62,18 @@ SHAPES = (
     (1, 256, 256, 256, 32),
     (8, 128, 32, 32, 32),
     (2, 64, 16, 16, 8),
+    (8, 320, 64, 64, 32),  # batch 8: 256 (sample, group) runs, where the split stops
 )
 DTYPES = {"float32": torch.float32, "float16": torch.float16}
 ONNX_TYPES = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16}
 L2_ROTATION_BYTES = 256 << 20
 
 
-def _rotation(nbytes: int) -> int:
+def copies_past_l2(nbytes: int) -> int:
     return max(1, -(-L2_ROTATION_BYTES // max(nbytes, 1)))
 
 
-def _rotating(calls_inputs: list, fn):
+def rotating(calls_inputs: list, fn):
     turn = [0]
 
     def call():
@@ -115,30 +119,34 @@ class _Reference(torch.nn.Module):
         return (y, s) if self.residual else y
 
 
-def kernel_row(shape, dtype_name, residual, bandwidth, compile_too) -> dict:
+def kernel_row(shape, dtype_name, residual, bandwidth, compile_too, ort_too=True) -> dict:
     n, c, h, w, groups = shape
     dtype = DTYPES[dtype_name]
     ops = register_torch_ops()
     nbytes = (
         n * c * h * w * (torch.finfo(dtype).bits // 8) * (4 if residual else 2)
     )  # X [R] read, Y [S] written
-    rotation = _rotation(nbytes)
+    rotation = copies_past_l2(nbytes)
     sets = [
         tuple(torch.randn(n, c, h, w, device="cuda", dtype=dtype) for _ in range(1 + residual))
         for _ in range(rotation)
     ]
     scale = (1 + 0.3 * torch.randn(c, device="cuda")).to(dtype)
     bias = (0.3 * torch.randn(c, device="cuda")).to(dtype)
+    split = launch_rule.split_launch(
+        n * groups, c // groups * h * w, dtype_name, (c // groups * h * w) % 16 == 0
+    )
     row = {
         "shape": [n, c, h, w],
         "groups": groups,
         "dtype": dtype_name,
         "residual": residual,
         "bytes": nbytes,
+        "path": "whole" if split is None else f"split {split.chunks}x{split.chunk}",
     }
     half = nbytes // 2 // 4
     copies = [(torch.empty(half, device="cuda"), torch.empty(half, device="cuda")) for _ in range(rotation)]
-    row["copy_us"] = gpu_us(_rotating(copies, lambda a, b: b.copy_(a)))
+    row["copy_us"] = gpu_us(rotating(copies, lambda a, b: b.copy_(a)))
     row["roofline_us"] = nbytes / bandwidth * 1e6
 
     def fused_op(x, r=None):
@@ -146,7 +154,7 @@ def kernel_row(shape, dtype_name, residual, bandwidth, compile_too) -> dict:
             return ops.group_norm_act(x, scale, bias, groups, "silu", 1e-5)
         return ops.add_group_norm_act(x, r, scale, bias, groups, "silu", 1e-5)
 
-    row["graphopt_us"] = gpu_us(_rotating(sets, fused_op))
+    row["graphopt_us"] = gpu_us(rotating(sets, fused_op))
     module = _Reference(c, groups, residual).eval()
     with torch.no_grad():
         module.norm.weight.copy_(scale.float().cpu())
@@ -157,11 +165,13 @@ def kernel_row(shape, dtype_name, residual, bandwidth, compile_too) -> dict:
         if residual:
             expected, got = expected[0], got[0]
         row["max_abs_difference"] = float((expected.float() - got.float()).abs().max())
-        row["torch_us"] = gpu_us(_rotating(sets, on_gpu))
+        row["torch_us"] = gpu_us(rotating(sets, on_gpu))
         if compile_too:
             compiled = torch.compile(on_gpu)
             compiled(*sets[0])
-            row["compiled_us"] = gpu_us(_rotating(sets, compiled))
+            row["compiled_us"] = gpu_us(rotating(sets, compiled))
+    if not ort_too:
+        return row
     feeds = [dict(zip(("x", "r"), s, strict=False)) for s in sets]
     fused_onnx = _fused_model((n, c, h, w), groups, dtype, residual, scale, bias)
     call = ort_cuda_callable(fused_onnx, feeds[0], cuda_graph=False, with_library=True, rotate=feeds[1:])
@@ -192,14 +202,14 @@ def tier_rows(shape, dtype_name) -> list[dict]:
     dtype = DTYPES[dtype_name]
     group_size = c // groups * h * w
     nbytes = n * c * h * w * (torch.finfo(dtype).bits // 8) * 2
-    rotation = _rotation(nbytes)
+    rotation = copies_past_l2(nbytes)
     xs = [torch.randn(n, c, h, w, device="cuda", dtype=dtype) for _ in range(rotation)]
     y = torch.empty_like(xs[0])
     scale, bias = torch.ones(c, device="cuda", dtype=dtype), torch.zeros(c, device="cuda", dtype=dtype)
     half = nbytes // 2 // 4
     copies = [(torch.empty(half, device="cuda"), torch.empty(half, device="cuda")) for _ in range(rotation)]
     rows = [{"shape": list(shape[:4]), "groups": groups, "dtype": dtype_name, "config": "copy",
-             "us": gpu_us(_rotating(copies, lambda a, b: b.copy_(a)))}]  # fmt: skip
+             "us": gpu_us(rotating(copies, lambda a, b: b.copy_(a)))}]  # fmt: skip
     for block, warps, looped in SWEEP:
         if not looped and block < group_size:
             continue
@@ -212,7 +222,7 @@ def tier_rows(shape, dtype_name) -> list[dict]:
 
         config = f"b{block}_w{warps}_{'loop' if looped else 'one'}"
         rows.append({"shape": list(shape[:4]), "groups": groups, "dtype": dtype_name, "config": config,
-                     "us": gpu_us(_rotating([(x,) for x in xs], launch))})  # fmt: skip
+                     "us": gpu_us(rotating([(x,) for x in xs], launch))})  # fmt: skip
     return rows
 
 
@@ -267,6 +277,7 @@ def _markdown(result: dict) -> str:
         "G",
         "dtype",
         "res",
+        "path",
         "copy",
         "graphopt",
         "÷copy",
@@ -286,6 +297,7 @@ def _markdown(result: dict) -> str:
         shape = "x".join(map(str, r["shape"]))
         lines.append(
             f"| {shape} | {r['groups']} | {r['dtype']} | {'y' if r['residual'] else 'n'} "
+            f"| {r.get('path', '-')} "
             f"| {fmt('copy_us')} | {fmt('graphopt_us')} | {'-' if ratio is None else f'{ratio:.2f}'} "
             f"| {fmt('torch_us')} | {fmt('compiled_us')} | {fmt('ort_fused_us')} | {fmt('ort_original_us')} |"
         )
@@ -309,6 +321,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     parser.add_argument("--part", choices=("kernels", "models", "tiers", "all"), default="all")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
+    parser.add_argument(
+        "--no-ort", action="store_true", help="skip the ONNX Runtime columns (no onnxruntime-gpu)"
+    )
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated names of MODELS")
     parser.add_argument("--model-dtypes", default="float32,float16", help="storage types of the model rows")
     args = parser.parse_args()
@@ -334,7 +349,9 @@ def main() -> None:
         for shape in SHAPES:
             for dtype_name in DTYPES:
                 for residual in (False, True):
-                    row = kernel_row(shape, dtype_name, residual, bandwidth, not args.no_compile)
+                    row = kernel_row(
+                        shape, dtype_name, residual, bandwidth, not args.no_compile, not args.no_ort
+                    )
                     print(json.dumps(row), flush=True)
                     result["kernels"].append(row)
     if args.part in ("models", "all"):

@@ -51,7 +51,11 @@ for s in $stages; do
     real) stage real python3 bench/bench_real_models.py --out "$results/real" ${REAL_ARGS:-} ;;
     # GroupNormAct: its GPU tests, then the kernel against a copy and diffusion-style models end to end.
     groupnorm_tests) TAIL=8 stage groupnorm_tests python3 -m pytest -q -p no:cacheprovider -x \
-             tests/ort/test_ort_cuda_group_norm_act.py tests/fused/group_norm_act tests/models/test_diffusion_blocks.py ;;
+             tests/ort/test_ort_cuda_group_norm_act.py tests/fused/group_norm_act tests/models/test_diffusion_blocks.py \
+             tests/kernels/test_cuda_launch.py tests/fused/test_torch_launch_plans.py ;;
+    # GroupNormAct's split path: whole kernel against split block shapes over run counts and lengths.
+    groupnorm_split) stage groupnorm_split python3 bench/bench_group_norm_split.py --out "$results" \
+             ${GROUPNORM_SPLIT_ARGS:-} ;;
     # NormAct with per-feature scale/bias and broadcast residuals against a copy; the per-feature model.
     broadcast) stage broadcast python3 bench/bench_norm_act_broadcast.py --out "$results" ;;
     per_feature) stage per_feature python3 bench/bench_per_feature.py --out "$results" ;;

@@ -10,9 +10,12 @@ where each tensor argument is named by the call's input or output whose memory i
 call of that signature allocates the outputs and launches the compiled kernels directly: no reshapes,
 no tier search, no per-argument specialization key.
 
-A signature gets no plan where the body made a tensor of its own for a launch (a contiguous copy of
-an input, say), where one pointer could be either of two inputs, or where an output is not a whole,
-contiguous allocation: those calls keep running the body.
+A body that needs memory of its own for its launches (partial results one kernel writes and the next
+reads) asks for it with ``torch_triton.scratch``: the recording wrap notes each such tensor, and the
+plan allocates it afresh on every call, as it allocates the outputs. A signature gets no plan where
+the body made any other tensor of its own for a launch (a contiguous copy of an input, say: a plan
+cannot tell what it holds), where one pointer could be either of two inputs, or where an output is not
+a whole, contiguous allocation: those calls keep running the body.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.curre
 MAX_PLANS = 4096  # signatures kept per op; a program whose shapes keep changing starts over past this
 _ALIGN = 16
 _NO_PLAN = object()
+# Where a launch's tensor argument comes from on each call: the call's inputs, its outputs, or the
+# scratch tensors the plan allocates.
+_INPUT, _OUTPUT, _SCRATCH = 0, 1, 2
 
 
 def _signature(args: tuple) -> tuple:
@@ -63,11 +69,11 @@ class PlannedLaunches:
         return plan(args)
 
     def _first_call(self, key: tuple, args: tuple):
-        launches: list[_Recorded] = []
-        result = self.body(*args, wrap=lambda kernel: _Recording(kernel, launches))
+        recorder = _Recorder()
+        result = self.body(*args, wrap=recorder)
         if len(self.plans) >= MAX_PLANS:
             self.plans.clear()
-        self.plans[key] = _Plan.make(args, result, launches) or _NO_PLAN
+        self.plans[key] = _Plan.make(args, result, recorder) or _NO_PLAN
         return result
 
     def clear(self) -> None:
@@ -81,6 +87,23 @@ class PlannedLaunches:
 class _Recorded:
     def __init__(self, kernel, grid, args, kwargs, compiled):
         self.kernel, self.grid, self.args, self.kwargs, self.compiled = kernel, grid, args, kwargs, compiled
+
+
+class _Recorder:
+    """The ``wrap`` of a planning call: each kernel it wraps records its launches here, and the scratch
+    tensors the body asks for (``torch_triton.scratch``) are noted here."""
+
+    def __init__(self):
+        self.launches: list[_Recorded] = []
+        self.scratches: list[torch.Tensor] = []
+
+    def __call__(self, kernel):
+        return _Recording(kernel, self.launches)
+
+    def scratch(self, numel: int, dtype: torch.dtype, device) -> torch.Tensor:
+        tensor = torch.empty(numel, dtype=dtype, device=device)
+        self.scratches.append(tensor)
+        return tensor
 
 
 class _Recording:
@@ -100,12 +123,13 @@ class _Recording:
 
 
 class _Plan:
-    """The outputs' layouts, and per launch its compiled kernel and argument list with slots."""
+    """The outputs' and scratch tensors' layouts, and per launch its compiled kernel and argument list
+    with slots."""
 
     steps: list[_Step]
 
     @classmethod
-    def make(cls, args: tuple, result, launches: list[_Recorded]) -> _Plan | None:
+    def make(cls, args: tuple, result, recorder: _Recorder) -> _Plan | None:
         outputs = result if isinstance(result, tuple) else (result,)
         tensors = [(a.data_ptr(), i) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         made = []
@@ -117,14 +141,16 @@ class _Plan:
             if not whole or out.storage_offset():
                 return None
             made.append((tuple(out.shape), out.dtype, out.device, out.data_ptr()))
-        owners: dict[int, list[tuple[str, int]]] = {}
+        owners: dict[int, list[tuple[int, int]]] = {}
         for pointer, index in tensors:
-            owners.setdefault(pointer, []).append(("in", index))
+            owners.setdefault(pointer, []).append((_INPUT, index))
         for index, out in enumerate(made):
             if out is not None:
-                owners.setdefault(out[3], []).append(("out", index))
+                owners.setdefault(out[3], []).append((_OUTPUT, index))
+        for index, t in enumerate(recorder.scratches):
+            owners.setdefault(t.data_ptr(), []).append((_SCRATCH, index))
         steps = []
-        for launch in launches:
+        for launch in recorder.launches:
             if launch.compiled is None:
                 return None  # (Triton's interpreter compiles nothing to keep)
             slots, template = [], list(launch.args)
@@ -136,30 +162,35 @@ class _Plan:
                     slots.append((position, *owner[0]))
                     template[position] = None
             steps.append(_Step(launch, template, slots))
-        return cls([None if m is None else m[:3] for m in made], isinstance(result, tuple), steps)
+        scratches = [(t.numel(), t.dtype, t.device) for t in recorder.scratches]
+        return cls([None if m is None else m[:3] for m in made], scratches, isinstance(result, tuple), steps)
 
-    def __init__(self, outputs: list, as_tuple: bool, steps: list[_Step]):
-        self.outputs, self.as_tuple, self.steps = outputs, as_tuple, steps
+    def __init__(self, outputs: list, scratches: list, as_tuple: bool, steps: list[_Step]):
+        self.outputs, self.scratches, self.as_tuple, self.steps = outputs, scratches, as_tuple, steps
 
     def __call__(self, args: tuple):
         outputs = [None if o is None else torch.empty(o[0], dtype=o[1], device=o[2]) for o in self.outputs]
+        # (freed when the call returns: the caching allocator hands the memory out again only to work
+        # queued after these launches on the same stream)
+        scratches = [torch.empty(n, dtype=dtype, device=device) for n, dtype, device in self.scratches]
+        sources = (args, outputs, scratches)  # indexed by _INPUT, _OUTPUT, _SCRATCH
         for step in self.steps:
-            step.launch(args, outputs)
+            step.launch(sources)
         return tuple(outputs) if self.as_tuple else outputs[0]
 
 
 class _Step:
     """One launch of a plan: the compiled kernel, its argument list with the tensors left as slots."""
 
-    def __init__(self, launch: _Recorded, template: list, slots: list[tuple[int, str, int]]):
+    def __init__(self, launch: _Recorded, template: list, slots: list[tuple[int, int, int]]):
         names = list(launch.kernel.arg_names)
         constexprs = sorted((names.index(k), k) for k in launch.kwargs if k in names)
         self.variant = LaunchVariant(launch.compiled, constexprs)
         self.grid, self.kwargs = launch.grid, launch.kwargs
         self.template, self.slots = template, slots
 
-    def launch(self, args: tuple, outputs: list) -> None:
+    def launch(self, sources: tuple) -> None:
         full = list(self.template)
         for position, kind, index in self.slots:
-            full[position] = args[index] if kind == "in" else outputs[index]
+            full[position] = sources[kind][index]
         self.variant.launch(self.grid, full, self.kwargs)

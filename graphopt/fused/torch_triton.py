@@ -33,6 +33,18 @@ def eager_launch(kernel):
     return cached(kernel)
 
 
+def scratch(wrap, numel: int, dtype: torch.dtype, device) -> Tensor:
+    """Uninitialized memory that a body's launches share and that outlives no call (partial results
+    one kernel writes and the next reads). Ask for it here, not with ``torch.empty``: a launch plan
+    (``torch_launch_plans``) allocates a scratch tensor afresh on every call, where it must refuse to
+    replay a launch that reads any other tensor the body made (it cannot tell one from a copy of an
+    input). ``wrap`` is the body's own."""
+    make = getattr(wrap, "scratch", None)
+    if make is not None:
+        return make(numel, dtype, device)
+    return torch.empty(numel, dtype=dtype, device=device)
+
+
 def _require_triton() -> None:
     require("triton", "running graphopt's fused ops on CUDA tensors")
 

@@ -54,8 +54,9 @@ def render(pairs, triton_version: str) -> str:
         tier = variant.tier
         max_cols = min(tier.max_cols, INT64_MAX)
         rows.append(
-            f"    {{KernelOp::k{variant.op}, {DTYPE_ENUM[variant.dtype]}, {max_cols}LL, "
-            f"{tier.block_m}, {tier.iters}, {tier.block_n}, {tier.num_warps}, "
+            f'    {{KernelOp::k{variant.op}, "{variant.part}", {DTYPE_ENUM[variant.dtype]}, {max_cols}LL, '
+            f"{tier.min_cols}LL, {min(tier.max_rows, INT64_MAX)}LL, "
+            f"{tier.block_m}, {tier.iters}, {tier.block_n}, {tier.num_warps}, {tier.max_chunks}, "
             f"{str(tier.looped).lower()}, {str(tier.aligned).lower()}, {str(tier.exact).lower()}, "
             f'"{compiled.entry}", {compiled.hidden_args}, '
             f"{compiled.global_scratch[0]}, {compiled.global_scratch[1]}, "

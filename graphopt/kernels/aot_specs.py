@@ -1,5 +1,6 @@
 """The ahead-of-time build's list of kernels and variants, derived from the fused-op registry: every
-op whose folder has a ``triton_kernel.py`` declaring ``AOT_KERNEL``, in registry order.
+op whose folder has a ``triton_kernel.py`` declaring ``AOT_KERNEL`` (or ``AOT_KERNELS``, an op that
+launches several kernels), in registry order.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ def kernels() -> tuple[KernelSpec, ...]:
     for op in FUSED_OPS:
         name = f"{op.package}.triton_kernel"
         if importlib.util.find_spec(name) is not None:
-            out.append(importlib.import_module(name).AOT_KERNEL)
+            module = importlib.import_module(name)
+            out.extend(getattr(module, "AOT_KERNELS", None) or (module.AOT_KERNEL,))
     return tuple(out)
 
 
@@ -29,16 +31,19 @@ class Variant:
     op: str
     dtype: str
     tier: Tier
+    part: str = ""
 
     @property
     def key(self) -> str:
-        return f"{self.op}/{self.dtype}/{self.tier.name}"
+        return f"{self.op}{'.' + self.part if self.part else ''}/{self.dtype}/{self.tier.name}"
 
     @property
     def spec(self) -> KernelSpec:
-        return next(k for k in kernels() if k.op == self.op)
+        return next(k for k in kernels() if k.op == self.op and k.part == self.part)
 
 
 def all_variants() -> list[Variant]:
-    """Every compiled variant, in table order: per op and dtype, the tiers in rule order."""
-    return [Variant(k.op, dtype, tier) for k in kernels() for dtype in DTYPES for tier in k.tiers(dtype)]
+    """Every compiled variant, in table order: per kernel and dtype, the tiers in rule order."""
+    return [
+        Variant(k.op, dtype, tier, k.part) for k in kernels() for dtype in DTYPES for tier in k.tiers(dtype)
+    ]

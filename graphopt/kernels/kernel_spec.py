@@ -1,8 +1,9 @@
 """A Triton kernel as the ahead-of-time build sees it: its argument list (which is the C++
 launcher's ABI), the hints an aligned variant may assume, and its tiers.
 
-Each fused op's ``triton_kernel.py`` declares its ``AOT_KERNEL``; the argument order there must
-match its ``@triton.jit`` definition and its C++ launch (``cuda_launch.cc`` in the op's folder);
+Each fused op's ``triton_kernel.py`` declares its ``AOT_KERNEL`` (an op that launches several kernels:
+``AOT_KERNELS``, each with its own ``part`` name); the argument order there must match its
+``@triton.jit`` definition and its C++ launch (``cuda_launch.cc`` in the op's folder);
 ``check_signature`` verifies the first half at build time.
 """
 
@@ -23,6 +24,9 @@ class KernelSpec:
     aligned_args: tuple[str, ...]  # 16-byte aligned pointers / multiples of 16 in aligned variants
     tiers: object  # dtype name -> tiers
     constexprs: tuple[str, ...] = ("BLOCK_M", "BLOCK_N", "LOOPED")
+    # Which of its op's kernels this is, where an op launches several ("" for an op's only or main
+    # kernel): the C++ launch selects a variant by op and part.
+    part: str = ""
 
     def signature(self, dtype: str) -> dict[str, str]:
         ty = TRITON_DTYPE[dtype]
@@ -37,6 +41,7 @@ class KernelSpec:
             "ITERS": tier.iters,
             "LOOPED": tier.looped,
             "EVEN": tier.exact,
+            "BLOCK_C": tier.max_chunks,
         }
         if tier.iters != 1 and "ITERS" not in self.constexprs:
             raise ValueError(f"{self.op} does not take several row blocks per program")

@@ -2,10 +2,12 @@
 
 The rule is data, not code, so that the ahead-of-time table (``graphopt.kernels.aot``) can carry
 it to C++ verbatim: each kernel lists its tiers in order, and a launch takes the first tier whose
-``max_cols`` admits the row length (an ``exact`` tier: equals it) and whose alignment requirement
-the arguments meet. Rows only set the grid. Python launchers and the C++ launcher apply this same
-rule, so a shape runs the same variant whichever runtime launches it (C++ also requires aligned
-addresses: see ``is_aligned``).
+``min_cols`` and ``max_cols`` admit the row length (an ``exact`` tier: equals it), whose ``max_rows``
+admits the row count and whose alignment requirement the arguments meet. Most tiers admit any row
+count, so that rows only set the grid; a tier that admits only few rows serves a kernel whose launch
+pays only where the rows alone cannot fill the GPU (GroupNormAct's split statistics). Python
+launchers and the C++ launcher apply this same rule, so a shape runs the same variant whichever
+runtime launches it (C++ also requires aligned addresses: see ``is_aligned``).
 
 This module imports neither torch nor a GPU driver: the AOT build runs without either.
 """
@@ -38,14 +40,28 @@ class Tier:
     aligned: bool = True  # needs the alignment above
     iters: int = 1  # row blocks per program, each program striding by the grid size
     exact: bool = False  # rows of exactly block_n elements only
+    min_cols: int = 1  # shortest row length this tier serves
+    max_rows: int = 2**62  # most rows this tier serves
+    max_chunks: int = 1  # most chunks a row is cut into, one program each (split kernels)
 
     @property
     def name(self) -> str:
         kind = "loop" if self.looped else "exact" if self.exact else "row"
         iters = f"_i{self.iters}" if self.iters > 1 else ""
-        return (
-            f"m{self.block_m}_n{self.block_n}_w{self.num_warps}{iters}_{kind}_{'a' if self.aligned else 'u'}"
+        split = f"_c{self.max_chunks}" if self.max_chunks > 1 else ""
+        bounds = (f"_from{self.min_cols}" if self.min_cols > 1 else "") + (
+            f"_upto{self.max_rows}r" if self.max_rows < 2**62 else ""
         )
+        return (
+            f"m{self.block_m}_n{self.block_n}_w{self.num_warps}{iters}{split}_{kind}{bounds}_"
+            f"{'a' if self.aligned else 'u'}"
+        )
+
+    def admits(self, rows: int, cols: int, aligned: bool) -> bool:
+        """Whether a launch of ``rows`` rows of ``cols`` elements may take this tier (the rule the
+        C++ launcher's ``Select`` applies to the same fields)."""
+        fits = cols == self.max_cols if self.exact else self.min_cols <= cols <= self.max_cols
+        return fits and rows <= self.max_rows and (aligned or not self.aligned)
 
     @property
     def rows_per_program(self) -> int:
@@ -75,18 +91,22 @@ def is_aligned(cols: int, row_strides: tuple[int, ...], addresses: tuple[int, ..
     )
 
 
-def pick_tier(tiers: tuple[Tier, ...], cols: int, aligned: bool) -> Tier:
-    for tier in tiers:
-        fits = cols == tier.max_cols if tier.exact else cols <= tier.max_cols
-        if fits and (aligned or not tier.aligned):
-            return tier
-    raise ValueError(f"no launch tier for a row of {cols} elements (aligned={aligned})")
+def find_tier(tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0) -> Tier | None:
+    """The first of ``tiers`` that admits the launch, or None."""
+    return next((tier for tier in tiers if tier.admits(rows, cols, aligned)), None)
+
+
+def pick_tier(tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0) -> Tier:
+    tier = find_tier(tiers, cols, aligned, rows)
+    if tier is None:
+        raise ValueError(f"no launch tier for {rows} rows of {cols} elements (aligned={aligned})")
+    return tier
 
 
 def configure(tiers: tuple[Tier, ...], rows: int, cols: int, aligned: bool) -> LaunchConfig:
     if rows < 0 or cols <= 0:
         raise ValueError(f"bad shape: rows={rows}, cols={cols}")
-    tier = pick_tier(tiers, cols, aligned)
+    tier = pick_tier(tiers, cols, aligned, rows)
     return LaunchConfig(tier, (cdiv(rows, tier.rows_per_program), 1, 1))
 
 

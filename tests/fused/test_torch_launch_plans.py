@@ -1,13 +1,14 @@
 """Eager launches from a plan kept per call signature (``torch_launch_plans``): against a stand-in for
 a Triton kernel, a plan launches with the arguments the general path passes, with the current call's
-tensors, goes through Triton's JIT only on a signature's first call, and declines what it cannot
-replay; every fused op's CUDA launch is planned; on the GPU, planned calls compute the reference."""
+tensors, goes through Triton's JIT only on a signature's first call, allocates the scratch memory a
+body asks for afresh on each call, and declines what it cannot replay; every fused op's CUDA launch
+is planned; on the GPU, planned calls compute the reference."""
 
 import pytest
 import torch
 from fused_checks import assert_close
 
-from graphopt.fused import Activation, Norm, register_torch_ops, torch_launch_plans, torch_math
+from graphopt.fused import Activation, Norm, register_torch_ops, torch_launch_plans, torch_math, torch_triton
 from graphopt.fused.affine_act import torch_impl as affine_act_impl
 from graphopt.fused.group_norm_act import torch_impl as group_norm_act_impl
 from graphopt.fused.norm_act import torch_impl as norm_act_impl
@@ -115,6 +116,43 @@ def test_what_a_plan_cannot_replay_keeps_the_general_path(body, x, w):
     assert _kinds() == ["jit"] * 3 and not planned.kept()
 
 
+STATS = Kernel(["X", "P", "cols"])
+APPLY = Kernel(["X", "P", "Y", "cols"])
+
+
+def two_pass_body(x, wrap):
+    """A body as GroupNormAct's split launch is: a kernel writes partial results to scratch memory of
+    the body's own, a second reads them."""
+    partials = torch_triton.scratch(wrap, 2 * x.shape[0], torch.float32, x.device)
+    y = torch.empty_like(x)
+    wrap(STATS)[(x.shape[0],)](x, partials, x.shape[1])
+    wrap(APPLY)[(x.shape[0],)](x, partials, y, x.shape[1])
+    return y
+
+
+def test_scratch_asked_for_is_allocated_afresh_by_each_planned_call():
+    STATS.log.clear(), APPLY.log.clear()
+    planned = torch_launch_plans.PlannedLaunches(two_pass_body, lambda kernel: kernel)
+    calls = [torch.randn(4, 32) for _ in range(3)]
+    outputs = [planned(x) for x in calls]
+    assert _kinds(STATS) == _kinds(APPLY) == ["jit", "direct", "direct"] and len(planned.kept()) == 1
+    scratches = set()
+    later = zip(STATS.log[1:], APPLY.log[1:], calls[1:], outputs[1:], strict=True)
+    for (_, _, stats_args), (_, _, apply_args), x, y in later:
+        assert stats_args[0] is x and apply_args[0] is x and apply_args[2] is y
+        partials = stats_args[1]
+        assert apply_args[1] is partials  # one scratch tensor shared by the call's launches
+        assert partials.shape == (8,) and partials.dtype == torch.float32 and partials.device == x.device
+        assert all(partials.data_ptr() != t.data_ptr() for t in (x, y))
+        scratches.add(id(partials))
+    assert len(scratches) == 2
+
+
+def test_without_a_plan_scratch_is_plain_memory():
+    partials = torch_triton.scratch(lambda kernel: kernel, 5, torch.float16, torch.device("cpu"))
+    assert partials.shape == (5,) and partials.dtype == torch.float16
+
+
 def test_the_plans_kept_are_bounded(monkeypatch):
     monkeypatch.setattr(torch_launch_plans, "MAX_PLANS", 3)
     planned = torch_launch_plans.PlannedLaunches(scale_rows, lambda kernel: kernel)
@@ -143,6 +181,18 @@ def _launches():
             group_norm_act_impl.launch,
             (image, None, channels, torch.randn(2, 8, 3, 3), 2, Activation.SILU, 1e-5),
         ),
+        "add_group_norm_act_split": (  # 4 runs of 16384: the two split kernels and their scratch
+            group_norm_act_impl.launch,
+            (
+                torch.randn(2, 8, 64, 64),
+                None,
+                torch.randn(8),
+                torch.randn(2, 8, 64, 64),
+                2,
+                Activation.SILU,
+                1e-5,
+            ),
+        ),
         "norm_act_linear": (
             norm_act_linear_impl.launch,
             (x, w, b, torch.randn(3, 32), None, Norm.LAYER, Activation.GELU, 1e-5, Activation.IDENTITY),
@@ -160,22 +210,40 @@ def _launches():
     }  # fmt: skip
 
 
+def _stand_ins(launch, monkeypatch) -> list[Kernel]:
+    """Replaces every Triton kernel of the op's kernel modules with a stand-in."""
+    package = launch.__module__.rsplit(".", 1)[0]
+    stand_ins = []
+    for module_name in ("triton_kernel", "split_kernels"):
+        try:
+            module = __import__(f"{package}.{module_name}", fromlist=["_"])
+        except ImportError:
+            continue
+        for name, value in list(vars(module).items()):
+            if name.endswith("_kernel") and hasattr(value, "arg_names"):
+                stand_ins.append(Kernel(value.arg_names))
+                monkeypatch.setattr(module, name, stand_ins[-1])
+    return stand_ins
+
+
 @pytest.mark.parametrize("case", list(_launches()))
 def test_every_fused_ops_launch_is_planned(case, monkeypatch):
     launch, args = _launches()[case]
-    module = __import__(launch.__module__.rsplit(".", 1)[0] + ".triton_kernel", fromlist=["_"])
-    (name,) = [n for n in vars(module) if n.endswith("_kernel") and hasattr(vars(module)[n], "arg_names")]
-    stand_in = Kernel(getattr(module, name).arg_names)
-    monkeypatch.setattr(module, name, stand_in)
+    stand_ins = [k for k in _stand_ins(launch, monkeypatch)]
     planned = torch_launch_plans.PlannedLaunches(lambda *a, wrap: launch(*a, wrap=wrap), lambda k: k)
     results = [planned(*args) for _ in range(3)]
-    assert _kinds(stand_in) == ["jit", "direct", "direct"]
-    (_, grid, jit_args, _), (_, direct_grid, direct_args) = stand_in.log[0], stand_in.log[-1]
-    assert tuple(grid) + (1,) * (3 - len(grid)) == direct_grid
-    scalars = [a for a in jit_args if not isinstance(a, torch.Tensor)]
-    assert [a for a in direct_args if not isinstance(a, torch.Tensor)][: len(scalars)] == scalars
+    launched = [k for k in stand_ins if k.log]
+    assert len(launched) == (2 if case.endswith("_split") else 1)
     first = results[-1][0] if isinstance(results[-1], tuple) else results[-1]
-    assert any(a.data_ptr() == first.data_ptr() for a in direct_args if isinstance(a, torch.Tensor))
+    written = False
+    for stand_in in launched:
+        assert _kinds(stand_in) == ["jit", "direct", "direct"]
+        (_, grid, jit_args, _), (_, direct_grid, direct_args) = stand_in.log[0], stand_in.log[-1]
+        assert tuple(grid) + (1,) * (3 - len(grid)) == direct_grid
+        scalars = [a for a in jit_args if not isinstance(a, torch.Tensor)]
+        assert [a for a in direct_args if not isinstance(a, torch.Tensor)][: len(scalars)] == scalars
+        written |= any(a.data_ptr() == first.data_ptr() for a in direct_args if isinstance(a, torch.Tensor))
+    assert written
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="runs the kernel through Triton's interpreter")
@@ -225,3 +293,22 @@ def test_planned_op_calls_on_cuda_compute_what_the_reference_computes(dtype):
     for name in ("norm_act", "add_norm_act", "affine_act", "group_norm_act"):
         kept = PLANNED[name].kept()
         assert kept and all(step.variant.with_constexprs is not None for p in kept for step in p.steps), name
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_planned_split_group_norm_calls_on_cuda_compute_what_the_reference_computes(dtype):
+    ops, t = register_torch_ops(), getattr(torch, dtype)
+    PLANNED["add_group_norm_act"].clear()
+    for _ in range(3):  # JIT, then direct launches with a fresh scratch buffer each
+        x, r = (torch.randn(2, 16, 64, 64, device="cuda", dtype=t) for _ in range(2))  # 8 runs of 16384
+        w, b = (torch.randn(16, device="cuda", dtype=t) for _ in range(2))
+        y, s = ops.add_group_norm_act(x, r, w, b, 4, "silu", 1e-5)
+        total = torch_math.residual_sum(x, r)
+        assert torch.equal(s, total)
+        want = torch.nn.functional.silu(
+            torch.nn.functional.group_norm(total.float(), 4, w.float(), b.float(), 1e-5)
+        )
+        assert_close(y.float().cpu(), want.double().cpu().numpy(), dtype)
+    (plan,) = PLANNED["add_group_norm_act"].kept()
+    assert len(plan.steps) == 2 and len(plan.scratches) == 1

@@ -15,6 +15,7 @@ import torch
 from kernel_checks import assert_matches, assert_written, f64, generator, poisoned, random_rows, random_vector
 
 from graphopt.fused import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
+from graphopt.fused.group_norm_act import GROUP_NORM_ACT, launch_rule
 from graphopt.fused.norm_act.triton_kernel import norm_act_config
 from graphopt.fused.norm_act_linear.triton_kernel import norm_act_linear_config
 
@@ -56,6 +57,8 @@ def harness(tmp_path_factory):
     lib.harness_norm_act_linear_rows.argtypes = [U64] * 8 + [I64, I64, I64, ctypes.POINTER(I64), F32]
     lib.harness_norm_act_linear_rows.argtypes += [I32] * 4 + [U64]
     lib.harness_norm_act_linear_rows.restype = ctypes.c_char_p
+    lib.harness_group_norm_act.argtypes = [U64] * 7 + [I64] * 4 + [F32, I32, I32, U64, I32]
+    lib.harness_group_norm_act.restype = ctypes.c_char_p
     return lib
 
 
@@ -179,3 +182,48 @@ def test_norm_act_linear_rows_on_the_gpu(harness, dtype, x, per_slice, residual)
     if residual:
         assert_written(s_storage, rows * d, what + " ResidualSum")
         assert_matches(s, f64(total).reshape(rows, d), dtype, what + " ResidualSum")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    ("shape", "groups", "split"),
+    [
+        ((2, 32, 16, 16), 4, False),
+        ((2, 320, 64, 64), 32, True),
+        ((1, 12, 97, 89), 4, True),
+        ((3, 8, 5), 4, False),
+    ],
+)  # (1, 12, 97, 89): runs of 25899, no multiple of 16: the unaligned split variants
+@pytest.mark.parametrize("outputs", ["y", "y+sum", "y, no sum"])
+def test_group_norm_act_on_the_gpu(harness, dtype, shape, groups, split, outputs):
+    gen = generator("cpp-group", dtype, shape, outputs)
+    n, c, spatial = shape[0], shape[1], int(torch.tensor(shape[2:]).prod())
+    x = random_rows(n, c * spatial, dtype, gen, mean=3.0).view(shape)
+    r = random_rows(n, c * spatial, dtype, gen).view(shape) if outputs != "y" else None
+    w, b = random_vector(c, dtype, gen, mean=1.0), random_vector(c, dtype, gen)
+    y, y_storage = poisoned(shape, dtype)
+    s, s_storage = poisoned(shape, dtype) if outputs == "y+sum" else (None, None)
+    args = [ptr(x), ptr(r), ptr(w), ptr(b), ptr(y), ptr(s), 0, n, c, spatial, groups, 1e-5,
+            int(Activation.SILU), DTYPE_CODE[dtype], stream()]  # fmt: skip
+    scratch_bytes = int(harness.harness_group_norm_act(*args, 2))
+    assert (scratch_bytes > 0) == split
+    partials = torch.empty(max(scratch_bytes // 4, 1), device="cuda")
+    args[6] = ptr(partials)
+    variant = harness.harness_group_norm_act(*args, 1).decode()
+    assert (" chunk " in variant) == split, variant
+    assert harness.harness_group_norm_act(*args, 0) == b""
+    torch.cuda.synchronize()
+    stored = x if r is None else (x.float() + r.float()).to(dtype)
+    ref, _ = GROUP_NORM_ACT.reference(
+        f64(stored), f64(w), f64(b), groups=groups, activation="silu", epsilon=1e-5
+    )
+    what = f"C++ GroupNormAct {list(shape)}/{groups} {dtype} {outputs} [{variant}]"
+    assert_written(y_storage, x.numel(), what)
+    assert_matches(y, ref, dtype, what)
+    if s is not None:
+        assert_written(s_storage, x.numel(), what + " ResidualSum")
+        assert torch.equal(s, stored), what + " ResidualSum"
+    rows, group_size = n * groups, c // groups * spatial
+    assert (
+        launch_rule.split_launch(rows, group_size, DTYPE_NAME[DTYPE_CODE[dtype]], False) is not None
+    ) == split

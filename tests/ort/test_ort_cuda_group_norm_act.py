@@ -1,5 +1,6 @@
-"""GroupNormAct on ONNX Runtime's CUDA execution provider: the ahead-of-time Triton kernel launched by
-the library (run where onnxruntime-gpu and a GPU are present)."""
+"""GroupNormAct on ONNX Runtime's CUDA execution provider: the ahead-of-time Triton kernels launched by
+the library, the whole kernel and the split pair with its scratch from ORT's allocator (run where
+onnxruntime-gpu and a GPU are present)."""
 
 import json
 from pathlib import Path
@@ -9,6 +10,7 @@ import onnxruntime
 import pytest
 from ort_models import assert_close, fused_model, random_inputs, storage_round
 
+from graphopt.fused.group_norm_act import launch_rule
 from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
 from graphopt.ort import create_session
 
@@ -36,8 +38,21 @@ def ran_on_cuda(session, inputs):
     return ("GroupNormAct", "CUDAExecutionProvider") in ran, outputs
 
 
+# (2, 32, 8, 8) and (2, 12, 7): the whole kernel; (1, 64, 64, 64): 4 runs of 65536, split in aligned
+# chunks; (3, 96, 45, 45): 12 runs of 48600 (no multiple of 16), split unaligned.
+SHAPES = [(2, 32, 8, 8), (1, 64, 64, 64), (3, 96, 45, 45), (2, 12, 7)]
+
+
+def test_the_shapes_take_both_paths():
+    def splits(shape):
+        rows, group_size = shape[0] * 4, shape[1] // 4 * int(np.prod(shape[2:]))
+        return launch_rule.split_launch(rows, group_size, "float32", group_size % 16 == 0) is not None
+
+    assert [splits(shape) for shape in SHAPES] == [False, True, True, False]
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("shape", [(2, 32, 8, 8), (1, 64, 64, 64), (3, 96, 45, 45), (2, 12, 7)])
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("outputs", [("Y",), ("Y", "ResidualSum")])
 def test_group_norm_act_on_cuda(dtype, shape, outputs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -54,3 +69,22 @@ def test_group_norm_act_on_cuda(dtype, shape, outputs, tmp_path, monkeypatch):
     assert_close(results[0], expected, dtype)
     if len(outputs) == 2:
         assert_close(results[1], stored, dtype)
+
+
+@pytest.mark.parametrize("shape", [(2, 16, 6, 6), (1, 64, 64, 64)])
+def test_large_common_offset_on_cuda(shape, tmp_path, monkeypatch):
+    # 1000 + 0.1 * noise with scales up to 200: statistics not taken around a shift lose the noise's
+    # low bits; the split's merged partials keep float32's tolerance as the whole kernel does.
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(7)
+    inputs = {
+        "X": (1000.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32),
+        "Scale": rng.uniform(0.0, 200.0, shape[1]).astype(np.float32),
+        "Bias": rng.standard_normal(shape[1]).astype(np.float32),
+    }
+    attributes = {"groups": 4, "activation": "identity", "epsilon": 1e-5}
+    model = fused_model("GroupNormAct", inputs, attributes, "float32")
+    on_cuda, results = ran_on_cuda(create_session(model, providers=CUDA, enable_profiling=True), inputs)
+    assert on_cuda
+    expected, _ = GROUP_NORM_ACT.reference(inputs["X"], inputs["Scale"], inputs["Bias"], **attributes)
+    assert_close(results[0], expected, "float32")

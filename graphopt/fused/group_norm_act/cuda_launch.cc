@@ -1,6 +1,8 @@
-// GroupNormAct's launch of its ahead-of-time Triton kernel on ONNX Runtime's stream: one "row" per
-// (sample, group), its run of channels / groups * spatial elements. Argument order: the kernel's
-// AOT_KERNEL (triton_kernel.py).
+// GroupNormAct's launches of its ahead-of-time Triton kernels on ONNX Runtime's stream. A "row" is one
+// (sample, group), its run of channels / groups * spatial elements. Where a split variant admits the
+// launch (launch_rule.py: few rows of long runs), the statistics kernel and the apply kernel run one
+// program per chunk of a run and share the float32 partials in p.partials; otherwise the whole kernel
+// runs one program per row. Argument orders: the kernels' AOT_KERNELS (triton_kernel.py).
 #include <limits>
 
 #include "group_norm_act/ort_kernel.h"
@@ -9,9 +11,16 @@
 namespace graphopt::cuda {
 namespace {
 
-const KernelVariant* SelectGroupNormAct(const GroupNormActParams& p, int64_t group_size) {
-  return Select(GeneratedKernelTable(), KernelOp::kGroupNormAct, p.dtype, group_size, false);
-}
+constexpr int64_t kPartialFloats = 2;  // launch_rule.PARTIAL_FLOATS
+
+// What a launch of the shape runs: the whole kernel, or the split kernels cutting each run into
+// `chunks` chunks of `chunk` elements (launch_rule.chunking).
+struct Plan {
+  const KernelVariant* whole = nullptr;
+  const KernelVariant* stats = nullptr;
+  const KernelVariant* apply = nullptr;
+  int64_t chunk = 0, chunks = 0;
+};
 
 // (rows, cols) of the launch: one row per (sample, group).
 std::string Shape(const GroupNormActParams& p, int64_t* rows, int64_t* cols) {
@@ -22,13 +31,45 @@ std::string Shape(const GroupNormActParams& p, int64_t* rows, int64_t* cols) {
   return CheckShape(*rows, *cols);
 }
 
+Plan Choose(const GroupNormActParams& p, int64_t rows, int64_t cols) {
+  const KernelTable& table = GeneratedKernelTable();
+  // The split variants' rule (min_cols, max_rows) decides; residual_sum and partials may be absent
+  // (stand-ins then: X or Y), the per-channel Scale and Bias are not loaded as vectors.
+  const bool aligned = IsAligned(table, cols, {p.x, p.residual, p.y, p.residual_sum, p.partials});
+  Plan plan;
+  plan.stats = Select(table, KernelOp::kGroupNormAct, "stats", p.dtype, rows, cols, aligned);
+  if (plan.stats != nullptr) {
+    plan.apply = Select(table, KernelOp::kGroupNormAct, "apply", p.dtype, rows, cols, aligned);
+    const int64_t block = plan.stats->block_n;
+    const int64_t blocks = (cols + block - 1) / block;
+    plan.chunk = (blocks + plan.stats->max_chunks - 1) / plan.stats->max_chunks * block;
+    plan.chunks = (cols + plan.chunk - 1) / plan.chunk;
+    return plan;
+  }
+  plan.whole = Select(table, KernelOp::kGroupNormAct, p.dtype, cols, false);
+  return plan;
+}
+
+std::string NoKernel(DType dtype) { return std::string("no GroupNormAct kernel for dtype ") + DTypeName(dtype); }
+
 }  // namespace
 
 std::string GroupNormActVariant(const GroupNormActParams& params) {
   int64_t rows = 0, cols = 0;
   if (std::string e = Shape(params, &rows, &cols); !e.empty()) return "error: " + e;
-  const KernelVariant* v = SelectGroupNormAct(params, cols);
-  return v ? v->key : std::string("error: no GroupNormAct kernel for dtype ") + DTypeName(params.dtype);
+  const Plan plan = Choose(params, rows, cols);
+  if (plan.whole != nullptr) return plan.whole->key;
+  if (plan.stats == nullptr || plan.apply == nullptr) return "error: " + NoKernel(params.dtype);
+  return std::string(plan.stats->key) + " " + plan.apply->key + " chunk " + std::to_string(plan.chunk) + " x " +
+         std::to_string(plan.chunks);
+}
+
+int64_t GroupNormActScratchBytes(const GroupNormActParams& params) {
+  int64_t rows = 0, cols = 0;
+  if (!Shape(params, &rows, &cols).empty() || rows == 0) return 0;
+  const Plan plan = Choose(params, rows, cols);
+  if (plan.stats == nullptr) return 0;
+  return rows * plan.chunks * kPartialFloats * static_cast<int64_t>(sizeof(float));
 }
 
 std::string LaunchGroupNormAct(const GroupNormActParams& p, void* stream) {
@@ -37,29 +78,48 @@ std::string LaunchGroupNormAct(const GroupNormActParams& p, void* stream) {
   if (p.x == nullptr || p.y == nullptr) return std::string(kPrefix) + "GroupNormAct needs X and Y";
   if (!ValidActivation(p.activation)) return std::string(kPrefix) + "unknown activation";
   if (rows == 0) return "";
+  const Plan plan = Choose(p, rows, cols);
+  const bool split = plan.stats != nullptr;
+  if (split ? plan.apply == nullptr : plan.whole == nullptr) return kPrefix + NoKernel(p.dtype);
+  if (split && p.partials == nullptr) {
+    return std::string(kPrefix) + "GroupNormAct needs GroupNormActScratchBytes() of scratch memory";
+  }
   std::string error;
   const DriverApi* api = Driver(&error);
   if (api == nullptr) return kPrefix + error;
-  const KernelVariant* v = SelectGroupNormAct(p, cols);
-  if (v == nullptr) return std::string(kPrefix) + "no GroupNormAct kernel for dtype " + DTypeName(p.dtype);
 
-  // Absent inputs get a harmless stand-in the kernel never reads; without a ResidualSum output the
-  // kernel stores no sum (write_sum 0).
-  const CUdeviceptr x = Ptr(p.x), y = Ptr(p.y);
+  // Absent inputs get a harmless stand-in the kernels never read; without a ResidualSum output no
+  // sum is stored (write_sum 0), and the apply kernel sums X and Residual again.
+  const CUdeviceptr x = Ptr(p.x), y = Ptr(p.y), partials = Ptr(p.partials);
   const CUdeviceptr r = p.residual ? Ptr(p.residual) : x, w = p.scale ? Ptr(p.scale) : x;
   const CUdeviceptr b = p.bias ? Ptr(p.bias) : x, s = p.residual_sum ? Ptr(p.residual_sum) : y;
+  const CUdeviceptr s_read = p.residual_sum ? Ptr(p.residual_sum) : x;
   const int32_t groups = static_cast<int32_t>(p.groups), group_size = static_cast<int32_t>(cols);
   const int32_t spatial = static_cast<int32_t>(p.spatial);
+  const int32_t chunk = static_cast<int32_t>(plan.chunk), chunks = static_cast<int32_t>(plan.chunks);
   const float eps = p.epsilon;
   const int32_t act = static_cast<int32_t>(p.activation);
   const int32_t has_scale = p.scale != nullptr, has_bias = p.bias != nullptr, has_res = p.residual != nullptr;
   const int32_t write_sum = p.residual != nullptr && p.residual_sum != nullptr;
-  Launch launch(*v);
-  launch.Arg(x), launch.Arg(r), launch.Arg(w), launch.Arg(b), launch.Arg(y), launch.Arg(s);
-  launch.Arg(groups), launch.Arg(group_size), launch.Arg(spatial);
-  launch.Arg(eps), launch.Arg(act), launch.Arg(has_scale), launch.Arg(has_bias), launch.Arg(has_res);
-  launch.Arg(write_sum);
-  return launch.Run(*api, static_cast<CUstream>(stream), rows);
+  if (!split) {
+    Launch launch(*plan.whole);
+    launch.Arg(x), launch.Arg(r), launch.Arg(w), launch.Arg(b), launch.Arg(y), launch.Arg(s);
+    launch.Arg(groups), launch.Arg(group_size), launch.Arg(spatial);
+    launch.Arg(eps), launch.Arg(act), launch.Arg(has_scale), launch.Arg(has_bias), launch.Arg(has_res);
+    launch.Arg(write_sum);
+    return launch.Run(*api, static_cast<CUstream>(stream), rows);
+  }
+  const int64_t programs = rows * plan.chunks;
+  Launch stats(*plan.stats);
+  stats.Arg(x), stats.Arg(r), stats.Arg(s), stats.Arg(partials);
+  stats.Arg(group_size), stats.Arg(chunk), stats.Arg(chunks), stats.Arg(has_res), stats.Arg(write_sum);
+  if (std::string e = stats.Run(*api, static_cast<CUstream>(stream), programs); !e.empty()) return e;
+  Launch apply(*plan.apply);
+  apply.Arg(x), apply.Arg(r), apply.Arg(w), apply.Arg(b), apply.Arg(y), apply.Arg(s_read), apply.Arg(partials);
+  apply.Arg(groups), apply.Arg(group_size), apply.Arg(spatial), apply.Arg(chunk), apply.Arg(chunks);
+  apply.Arg(eps), apply.Arg(act), apply.Arg(has_scale), apply.Arg(has_bias), apply.Arg(has_res);
+  apply.Arg(write_sum);
+  return apply.Run(*api, static_cast<CUstream>(stream), programs);
 }
 
 }  // namespace graphopt::cuda

@@ -2,6 +2,7 @@
 // its attribute reader, in the generated fused_ops.h).
 #include "group_norm_act/ort_kernel.h"
 
+#include "device_scratch.h"
 #include "fused_op.h"
 #include "fused_ops.h"
 #include "shape_inference.h"
@@ -53,6 +54,8 @@ void GroupNormActSpec::Compute(const Ort::KernelContext& context, const Attribut
     return;
   }
 #ifdef GRAPHOPT_WITH_CUDA
+  const DeviceScratch partials(context, x, static_cast<size_t>(cuda::GroupNormActScratchBytes(p)));
+  p.partials = partials.data();
   const std::string error = cuda::LaunchGroupNormAct(p, context.GetGPUComputeStream());
   if (!error.empty()) throw Error(node + ": " + error, ORT_RUNTIME_EXCEPTION);
 #else

@@ -21,6 +21,9 @@ struct GroupNormActParams {
   const void* bias = nullptr;   // [channels]
   void* y = nullptr;
   void* residual_sum = nullptr;
+  // CUDA only: device memory of cuda::GroupNormActScratchBytes(params) bytes (none when that is 0),
+  // the split launch's partial statistics; used by this launch alone.
+  void* partials = nullptr;
   int64_t batch = 0;
   int64_t channels = 0;
   int64_t spatial = 0;  // product of the dims after C (1 for [N, C])
@@ -36,8 +39,11 @@ void GroupNormActCpu(const GroupNormActParams& p, const ParallelFor& parallel_fo
 namespace cuda {
 // The ahead-of-time Triton kernel on `stream` (cuda_launch.cc): "" on success, else what failed.
 std::string LaunchGroupNormAct(const GroupNormActParams& params, void* stream);
-// The variant a launch would run ("op/dtype/tier"), or "error: ..."; needs no GPU.
+// The variant a launch would run ("op/dtype/tier"; a split launch: its two variants and its chunks,
+// "<stats key> <apply key> chunk <elements> x <chunks>"), or "error: ..."; needs no GPU.
 std::string GroupNormActVariant(const GroupNormActParams& params);
+// The scratch memory LaunchGroupNormAct needs in params.partials: 0 unless the launch splits.
+int64_t GroupNormActScratchBytes(const GroupNormActParams& params);
 }  // namespace cuda
 
 }  // namespace graphopt

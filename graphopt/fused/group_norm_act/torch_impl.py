@@ -1,8 +1,9 @@
 """GroupNormAct's torch ops: ``group_norm_act`` and ``add_group_norm_act`` (with a residual, returning
 the sum too).
 
-On CUDA the body launches the Triton kernel (``triton_kernel.launch_group_norm_act``); elsewhere it
-runs the plain-torch math (``torch_math``). ``wrap`` is ``torch.library.wrap_triton`` when traced.
+On CUDA the body launches the Triton kernels (``triton_kernel.launch_group_norm_act``: one kernel, or
+two sharing a scratch buffer of partial statistics); elsewhere it runs the plain-torch math
+(``torch_math``). ``wrap`` is ``torch.library.wrap_triton`` when traced.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from graphopt.fused.group_norm_act import torch_math
 from graphopt.fused.torch_args import parse_activation
 from graphopt.fused.torch_impl import TorchImpl
 from graphopt.fused.torch_math import residual_sum
-from graphopt.fused.torch_triton import launcher, no_wrap
+from graphopt.fused.torch_triton import launcher, no_wrap, scratch
 
 _KERNEL = f"{__package__}.triton_kernel"
 
@@ -32,6 +33,7 @@ def launch(x, weight, bias, residual, groups, activation, eps, wrap=no_wrap):
         launcher(_KERNEL, "launch_group_norm_act")(
             x, _contiguous(weight), _contiguous(bias), residual, y, total,
             groups=groups, activation=int(activation), eps=eps, wrap=wrap,
+            scratch=lambda numel: scratch(wrap, numel, torch.float32, x.device),
         )  # fmt: skip
     return y, total
 

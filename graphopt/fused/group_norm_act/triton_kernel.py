@@ -1,14 +1,16 @@
-"""The GroupNormAct Triton kernel: one program per (sample, group).
+"""The GroupNormAct Triton kernels' launcher, the whole kernel (one program per (sample, group)), and
+the ahead-of-time table's list of all three kernels.
 
 X (and Residual) are contiguous [N, C, S] (S the product of the spatial dims), so the C / groups
 channels of one (sample, group) are one contiguous run of ``group_size`` = C / groups * S elements.
-A program takes the statistics of its run in float32 around the run's first element (differences of
-nearby floats are exact: a large common offset costs no precision, as in graphopt/kernels/row_norm.py),
-then normalizes, scales and shifts each element by its channel's Scale and Bias and applies the
-activation. A run that fits one block is read once; a longer one is walked twice, the statistics
-merged chunk by chunk with Chan's update (the second read mostly hits L2). With a Residual the sum
-is rounded to the storage type, stored as ResidualSum, and normalized from there, as the unfused
-graph computes it.
+The whole kernel takes the statistics of its run in float32 around the run's first element
+(differences of nearby floats are exact: a large common offset costs no precision, as in
+graphopt/kernels/row_norm.py), then normalizes, scales and shifts each element by its channel's
+Scale and Bias and applies the activation. A run that fits one block is read once; a longer one is
+walked twice, the statistics merged block by block with Chan's update (the second read mostly hits
+L2). With a Residual the sum is rounded to the storage type, stored as ResidualSum, and normalized
+from there, as the unfused graph computes it. Where the runs are too few to fill the GPU, the split
+kernels (split_kernels.py) run instead; launch_rule.py holds the rule.
 
 This module imports neither torch nor a GPU driver (the ahead-of-time build imports it).
 """
@@ -18,41 +20,16 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from graphopt.kernels.activations import apply_activation
+from graphopt.fused.group_norm_act import launch_rule, split_kernels
+from graphopt.fused.group_norm_act.kernel_parts import (
+    chan_update,
+    finish_block,
+    first_of_run,
+    load_sum,
+    spatial_divider,
+)
 from graphopt.kernels.kernel_spec import KernelSpec
-from graphopt.kernels.launch_rules import ELEMENT_BYTES, Tier, unwritten_output
-from graphopt.kernels.ptx import widen
-from graphopt.kernels.row_norm import masked_by
-
-
-@triton.jit
-def _load_sum(X, R, S, offs, mask, has_residual, write_sum):
-    """A block of X (+ R, added in fp32 and rounded once to the storage type) as fp32."""
-    x = tl.load(X + offs, mask=mask, other=0.0)
-    if has_residual:
-        r = tl.load(R + offs, mask=mask, other=0.0)
-        x = (widen(x) + widen(r)).to(x.dtype)
-        if write_sum:
-            tl.store(S + offs, x, mask=mask)
-    return widen(x)
-
-
-@triton.jit
-def _first(X, R, base, has_residual):
-    """The run's first element (of X + R, rounded as ``_load_sum`` rounds it) as fp32: the shift."""
-    x = tl.load(X + base)
-    if has_residual:
-        x = (x.to(tl.float32) + tl.load(R + base).to(tl.float32)).to(x.dtype)
-    return x.to(tl.float32)
-
-
-@triton.jit
-def _finish(centered, rstd, idx, mask, channel0, spatial, W, B, Y, base, activation, has_scale, has_bias):
-    channel = channel0 + idx // spatial
-    scale = widen(tl.load(W + channel, mask=masked_by(mask, has_scale), other=1.0))
-    bias = widen(tl.load(B + channel, mask=masked_by(mask, has_bias), other=0.0))
-    y = apply_activation(centered * rstd * scale + bias, activation, Y.dtype.element_ty)
-    tl.store(Y + base + idx, y.to(Y.dtype.element_ty), mask=mask)
+from graphopt.kernels.launch_rules import is_aligned, unwritten_output
 
 
 @triton.jit
@@ -66,98 +43,116 @@ def group_norm_act_kernel(
     base = pid * group_size
     channel0 = (pid % groups) * (group_size // spatial)
     offs = tl.arange(0, BLOCK_N)
-    shift = _first(X, R, base, has_residual)
+    magic, shift_bits = spatial_divider(spatial)
+    shift = first_of_run(X, R, base, has_residual)
     eps32 = tl.cast(eps, tl.float32)  # (Inductor passes a Python float as fp64)
     if not LOOPED:
         mask = offs < group_size
-        x = _load_sum(X, R, S, base + offs, mask, has_residual, write_sum)
+        x = load_sum(X, R, S, base + offs, mask, has_residual, write_sum)
         shifted = tl.where(mask, x - shift, 0.0)
         mean = tl.sum(shifted, axis=0) / group_size
         centered = tl.where(mask, shifted - mean, 0.0)
         rstd = tl.math.rsqrt(tl.sum(centered * centered, axis=0) / group_size + eps32)
-        _finish(centered, rstd, offs, mask, channel0, spatial, W, B, Y, base, activation, has_scale, has_bias)
+        finish_block(
+            centered, rstd, offs, mask, channel0, spatial, magic, shift_bits, W, B, Y, base, activation,
+            has_scale, has_bias,
+        )  # fmt: skip
     else:
         mean = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
         m2 = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
         for start in range(0, group_size, BLOCK_N):
-            idx = start + offs
-            mask = idx < group_size
-            x = _load_sum(X, R, S, base + idx, mask, has_residual, write_sum)
-            shifted = tl.where(mask, x - shift, 0.0)
-            # Chan's pairwise update: no cancellation of sum-of-squares formulas on long runs.
-            n = tl.minimum(group_size - start, BLOCK_N).to(tl.float32)
-            chunk_mean = tl.sum(shifted, axis=0) / n
-            centered = tl.where(mask, shifted - chunk_mean, 0.0)
-            count = start * 1.0  # every earlier chunk was full
-            total = count + n
-            delta = chunk_mean - mean
-            mean = mean + delta * (n / total)
-            m2 = m2 + tl.sum(centered * centered, axis=0) + delta * delta * (count * n / total)
+            mask = start + offs < group_size
+            x = load_sum(X, R, S, base + start + offs, mask, has_residual, write_sum)
+            mean, m2 = chan_update(tl.where(mask, x - shift, 0.0), start, group_size, mean, m2, BLOCK_N)
         rstd = tl.math.rsqrt(m2 / group_size + eps32)
         for start in range(0, group_size, BLOCK_N):
             idx = start + offs
             mask = idx < group_size
-            x = _load_sum(X, R, S, base + idx, mask, has_residual, 0)
-            centered = (x - shift) - mean
-            _finish(
-                centered, rstd, idx, mask, channel0, spatial, W, B, Y, base, activation, has_scale, has_bias
-            )
+            x = load_sum(X, R, S, base + idx, mask, has_residual, 0)
+            finish_block(
+                (x - shift) - mean, rstd, idx, mask, channel0, spatial, magic, shift_bits, W, B, Y, base,
+                activation, has_scale, has_bias,
+            )  # fmt: skip
 
 
-# Tiers in the row kernels' terms (graphopt/kernels/launch_rules.py), so the ahead-of-time build and
-# the C++ launcher take them as they take NormAct's: a "row" is one (sample, group), ``max_cols`` the
-# longest run a tier holds, one run per program. About 16 values per thread in the one-block tiers;
-# runs past the last one are looped in chunks of 4096 (the second read of a run comes from L2). No
-# aligned variants: a run starts at any multiple of its length.
-_TIERS = {
-    4: (Tier(1024, 1, 1024, 4, aligned=False), Tier(4096, 1, 4096, 8, aligned=False),
-        Tier(8192, 1, 8192, 16, aligned=False)),
-    2: (Tier(1024, 1, 1024, 2, aligned=False), Tier(4096, 1, 4096, 8, aligned=False),
-        Tier(16384, 1, 16384, 16, aligned=False)),
-}  # fmt: skip
-_LOOP = Tier(2**62, 1, 4096, 8, looped=True, aligned=False)
+def _new_scratch(like):
+    import torch  # (here: the ahead-of-time build imports this module without torch)
 
-
-def group_norm_act_tiers(dtype: str) -> tuple[Tier, ...]:
-    return (*_TIERS[ELEMENT_BYTES[dtype]], _LOOP)
-
-
-def group_norm_act_tier(group_size: int, dtype: str) -> Tier:
-    """The first tier that holds a run of ``group_size`` elements of ``dtype``."""
-    return next(t for t in group_norm_act_tiers(dtype) if group_size <= t.max_cols)
+    return lambda numel: torch.empty(numel, dtype=torch.float32, device=like.device)
 
 
 def launch_group_norm_act(
     x, scale, bias, residual, y, residual_sum, *, groups: int, activation: int, eps: float,
-    wrap=lambda kernel: kernel,
+    wrap=lambda kernel: kernel, scratch=None,
 ):  # fmt: skip
     """Launches GroupNormAct on contiguous torch tensors of shape [N, C, *] (``y`` and
-    ``residual_sum`` preallocated alike; ``residual_sum`` None: the sum is not stored);
-    ``wrap`` may be ``torch.library.wrap_triton``."""
+    ``residual_sum`` preallocated alike; ``residual_sum`` None: the sum is not stored); ``wrap`` may
+    be ``torch.library.wrap_triton``. ``scratch(numel)`` gives the split launch its float32 buffer of
+    partial statistics (by default a new tensor). Returns the tier launched."""
     n, channels = x.shape[0], x.shape[1]
     spatial = x[0, 0].numel()
     group_size = channels // groups * spatial
-    tier = group_norm_act_tier(group_size, str(x.dtype).removeprefix("torch."))
+    rows, dtype = n * groups, str(x.dtype).removeprefix("torch.")
     has_residual = residual is not None
     write_sum = has_residual and residual_sum is not None
-    wrap(group_norm_act_kernel)[(n * groups,)](
-        x, residual if has_residual else x, scale if scale is not None else x,
-        bias if bias is not None else x, y,
-        residual_sum if write_sum else unwritten_output(y, wrap),
-        groups, group_size, spatial,
-        float(eps), int(activation), int(scale is not None), int(bias is not None), int(has_residual),
-        int(write_sum), BLOCK_N=tier.block_n, LOOPED=tier.looped, num_warps=tier.num_warps,
+    r = residual if has_residual else x
+    w, b = (scale if scale is not None else x), (bias if bias is not None else x)
+    flags = (int(scale is not None), int(bias is not None), int(has_residual))
+    s = residual_sum if write_sum else unwritten_output(y, wrap)
+    split = launch_rule.split_launch(rows, group_size, dtype, is_aligned(group_size, ()))
+    if split is None:
+        tier = launch_rule.whole_tier(group_size, dtype)
+        wrap(group_norm_act_kernel)[(rows,)](
+            x, r, w, b, y, s, groups, group_size, spatial, float(eps), int(activation), *flags,
+            int(write_sum), BLOCK_N=tier.block_n, LOOPED=tier.looped, num_warps=tier.num_warps,
+        )  # fmt: skip
+        return tier
+    tier, grid = split.tier, (split.programs(rows),)
+    partials = (scratch or _new_scratch(x))(split.partial_floats(rows))
+    wrap(split_kernels.group_norm_stats_kernel)[grid](
+        x, r, s, partials, group_size, split.chunk, split.chunks, int(has_residual), int(write_sum),
+        BLOCK_N=tier.block_n, num_warps=tier.num_warps,
+    )  # fmt: skip
+    wrap(split_kernels.group_norm_apply_kernel)[grid](
+        x, r, w, b, y, residual_sum if write_sum else x, partials,
+        groups, group_size, spatial, split.chunk, split.chunks, float(eps), int(activation), *flags,
+        int(write_sum), BLOCK_N=tier.block_n, BLOCK_C=tier.max_chunks, num_warps=tier.num_warps,
     )  # fmt: skip
     return tier
 
 
-# The kernel's arguments as the ahead-of-time build and the C++ launch (cuda_launch.cc) pass them.
-_AOT_ARGS = (
+# Each kernel's arguments as the ahead-of-time build and the C++ launch (cuda_launch.cc) pass them.
+_WHOLE_ARGS = (
     ("X", "*"), ("R", "*"), ("W", "*"), ("B", "*"), ("Y", "*"), ("S", "*"),
     ("groups", "i32"), ("group_size", "i32"), ("spatial", "i32"),
     ("eps", "fp32"), ("activation", "i32"),
     ("has_scale", "i32"), ("has_bias", "i32"), ("has_residual", "i32"), ("write_sum", "i32"),
 )  # fmt: skip
-AOT_KERNEL = KernelSpec(
-    "GroupNormAct", group_norm_act_kernel, _AOT_ARGS, (), group_norm_act_tiers, ("BLOCK_N", "LOOPED")
-)
+_STATS_ARGS = (
+    ("X", "*"), ("R", "*"), ("S", "*"), ("P", "*fp32"),
+    ("group_size", "i32"), ("chunk", "i32"), ("chunks", "i32"),
+    ("has_residual", "i32"), ("write_sum", "i32"),
+)  # fmt: skip
+_APPLY_ARGS = (
+    ("X", "*"), ("R", "*"), ("W", "*"), ("B", "*"), ("Y", "*"), ("S", "*"), ("P", "*fp32"),
+    ("groups", "i32"), ("group_size", "i32"), ("spatial", "i32"), ("chunk", "i32"), ("chunks", "i32"),
+    ("eps", "fp32"), ("activation", "i32"),
+    ("has_scale", "i32"), ("has_bias", "i32"), ("has_residual", "i32"), ("read_sum", "i32"),
+)  # fmt: skip
+# Aligned split variants assume 16-byte aligned tensors and a group_size (so every run and chunk
+# start) that is a multiple of 16: the C++ launch checks both (IsAligned).
+_ALIGNED = ("X", "R", "S", "Y", "P", "group_size", "chunk")
+AOT_KERNELS = (
+    KernelSpec(
+        "GroupNormAct", group_norm_act_kernel, _WHOLE_ARGS, (), launch_rule.whole_tiers, ("BLOCK_N", "LOOPED")
+    ),
+    KernelSpec(
+        "GroupNormAct", split_kernels.group_norm_stats_kernel, _STATS_ARGS,
+        tuple(a for a in _ALIGNED if a in dict(_STATS_ARGS)), launch_rule.split_tiers, ("BLOCK_N",), "stats",
+    ),
+    KernelSpec(
+        "GroupNormAct", split_kernels.group_norm_apply_kernel, _APPLY_ARGS,
+        tuple(a for a in _ALIGNED if a in dict(_APPLY_ARGS)), launch_rule.split_tiers, ("BLOCK_N", "BLOCK_C"),
+        "apply",
+    ),
+)  # fmt: skip

@@ -1,9 +1,9 @@
 // The table of ahead-of-time compiled kernels (op codes: KernelOp in the generated fused_enums.h),
 // generated at build time by
-// `python -m graphopt.kernels.aot` (gen/kernel_images.cc). The launch rule is data: per op and
-// dtype, variants are listed in rule order and a launch takes the first whose max_cols admits the
-// row length (an exact variant's equals it) and whose alignment requirement the arguments meet
-// (graphopt/kernels/launch_rules.py).
+// `python -m graphopt.kernels.aot` (gen/kernel_images.cc). The launch rule is data: per op, part and
+// dtype, variants are listed in rule order and a launch takes the first whose min_cols and max_cols
+// admit the row length (an exact variant's max_cols equals it), whose max_rows admits the row count
+// and whose alignment requirement the arguments meet (graphopt/kernels/launch_rules.py).
 #pragma once
 
 #include <cstddef>
@@ -22,12 +22,16 @@ struct KernelImage {
 
 struct KernelVariant {
   KernelOp op;
+  const char* part;  // which of the op's kernels ("" for its only or main one)
   DType dtype;
   int64_t max_cols;
+  int64_t min_cols;
+  int64_t max_rows;
   int32_t block_m;  // rows per block
   int32_t iters;  // blocks per program: the grid is ceil(rows / (block_m * iters))
   int32_t block_n;
   int32_t num_warps;
+  int32_t max_chunks;  // split kernels: the most chunks (one program each) a row is cut into
   bool looped;
   bool aligned;  // assumes 16-byte aligned pointers and row lengths that are multiples of 16
   bool exact;  // serves only rows of exactly max_cols elements

@@ -2,6 +2,7 @@
 #include "launch.h"
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <vector>
@@ -29,10 +30,12 @@ bool IsAligned(const KernelTable& table, int64_t cols, std::initializer_list<con
   return true;
 }
 
-const KernelVariant* Select(const KernelTable& table, KernelOp op, DType dtype, int64_t cols, bool aligned) {
+const KernelVariant* Select(const KernelTable& table, KernelOp op, const char* part, DType dtype, int64_t rows,
+                            int64_t cols, bool aligned) {
   for (size_t i = 0; i < table.count; ++i) {
     const KernelVariant& v = table.variants[i];
-    if (v.op != op || v.dtype != dtype || cols > v.max_cols) continue;
+    if (v.op != op || v.dtype != dtype || std::strcmp(v.part, part) != 0) continue;
+    if (cols > v.max_cols || cols < v.min_cols || rows > v.max_rows) continue;
     if ((cols == v.max_cols || !v.exact) && (aligned || !v.aligned)) return &v;
   }
   return nullptr;

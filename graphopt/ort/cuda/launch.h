@@ -1,8 +1,7 @@
 // Launching the ahead-of-time compiled Triton kernels through the CUDA driver API: what every op's
 // launch (cuda_launch.cc in its folder) shares. The variant comes from the generated table by the same
-// rule as the Python launchers (graphopt/kernels/launch_rules.py): per op and dtype, the first variant
-// whose max_cols admits the row length (an exact variant: equals it) and whose alignment assumption the
-// arguments meet. Argument order follows each kernel's AOT_KERNEL. libcuda is opened lazily on the
+// rule as the Python launchers (graphopt/kernels/launch_rules.py): per op, part and dtype, the first
+// variant that admits the row length and row count and whose alignment assumption the arguments meet. Argument order follows each kernel's AOT_KERNEL. libcuda is opened lazily on the
 // first launch, so the library loads on machines without a GPU.
 #pragma once
 
@@ -21,7 +20,13 @@ inline constexpr const char* kPrefix = "graphopt CUDA kernels: ";
 
 const char* DTypeName(DType dtype);
 bool IsAligned(const KernelTable& table, int64_t cols, std::initializer_list<const void*> pointers);
-const KernelVariant* Select(const KernelTable& table, KernelOp op, DType dtype, int64_t cols, bool aligned);
+// The first variant of `op`'s kernel `part` for `dtype` that admits `rows` rows of `cols` elements.
+const KernelVariant* Select(const KernelTable& table, KernelOp op, const char* part, DType dtype, int64_t rows,
+                            int64_t cols, bool aligned);
+// An op's only (or main) kernel, whatever the row count.
+inline const KernelVariant* Select(const KernelTable& table, KernelOp op, DType dtype, int64_t cols, bool aligned) {
+  return Select(table, op, "", dtype, 0, cols, aligned);
+}
 bool ValidActivation(Activation a);
 bool ValidNorm(Norm n);
 // "" when rows x cols is a shape the kernels take, else what is wrong with it.

@@ -109,8 +109,20 @@ def test_cuda_kernel_matches_reference(shape, dtype):
 
 
 @needs_gpu
-def test_cuda_op_compiles_without_graph_breaks():
+@pytest.mark.parametrize(
+    ("shape", "kernels"),
+    [
+        ((2, 8, 3), ["group_norm_act_kernel"]),
+        ((2, 8, 64, 64), ["group_norm_stats_kernel", "group_norm_apply_kernel"]),
+    ],
+)  # (2, 8, 64, 64): runs of 8192 and 16384 (4 and 8 of them): the split kernels
+def test_cuda_op_compiles_without_graph_breaks(shape, kernels):
+    from torch._inductor.utils import run_and_get_code
+
     block = Block().cuda()
-    args = (randn(2, 8, 3).cuda(), randn(2, 8, 3, seed=5).cuda())
+    args = (randn(*shape).cuda(), randn(*shape, seed=5).cuda())
     compiled = torch.compile(block, fullgraph=True)
-    torch.testing.assert_close(compiled(*args), block(*args))
+    result, code = run_and_get_code(compiled, *args)
+    torch.testing.assert_close(result, block(*args))
+    for kernel in kernels:
+        assert kernel in "\n".join(code), kernel

@@ -1,6 +1,7 @@
-"""The GroupNormAct Triton kernel against the float64 reference (under Triton's interpreter on a
+"""The GroupNormAct Triton kernels against the float64 reference (under Triton's interpreter on a
 CPU): every activation, each storage type, one-block and looped runs, residuals, large offsets,
-values near the storage type's maximum, NaN and infinity."""
+values near the storage type's maximum, NaN and infinity. The split kernels on their own:
+test_group_norm_act_split.py."""
 
 import sys
 from pathlib import Path
@@ -8,51 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from group_norm_checks import random, run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "kernels"))
-from kernel_checks import assert_matches, assert_written, device, f64, generator, poisoned
+from kernel_checks import assert_matches, assert_written, f64, generator, poisoned
 
+from graphopt.fused.group_norm_act import launch_rule
 from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
-from graphopt.fused.group_norm_act.triton_kernel import (
-    group_norm_act_tier,
-    group_norm_act_tiers,
-    launch_group_norm_act,
-)
+from graphopt.fused.group_norm_act.triton_kernel import launch_group_norm_act
 from graphopt.fused.spec import Activation
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-
-def random(shape, dtype, gen, *, mean=0.0, std=1.0) -> torch.Tensor:
-    return (torch.randn(shape, generator=gen, dtype=torch.float64) * std + mean).to(dtype).to(device())
-
-
-def run(shape, groups, dtype, act, *, scale=True, bias=True, residual=False, eps=1e-5, mean=0.0, std=1.0,
-        scale_mean=1.0, scale_std=0.5):  # fmt: skip
-    """Runs the kernel on fresh inputs and checks Y (and ResidualSum) against the reference."""
-    gen = generator(shape, groups, dtype, act, scale, bias, residual, eps, mean)
-    x = random(shape, dtype, gen, mean=mean, std=std)
-    r = random(shape, dtype, gen) if residual else None
-    w = random(shape[1], dtype, gen, mean=scale_mean, std=scale_std) if scale else None
-    b = random(shape[1], dtype, gen, std=0.5) if bias else None
-    numel = int(np.prod(shape))
-    y, y_storage = poisoned(shape, dtype)
-    s, s_storage = poisoned(shape, dtype) if residual else (None, None)
-
-    tier = launch_group_norm_act(x, w, b, r, y, s, groups=groups, activation=int(act), eps=eps)
-
-    what = f"GroupNormAct {list(shape)}/{groups} {dtype} {Activation(act).attr} [{tier.name}]"
-    stored = None if r is None else f64((x.float() + r.float()).to(dtype))
-    ref, _ = GROUP_NORM_ACT.reference(
-        f64(x) if r is None else stored, f64(w), f64(b), groups=groups, activation=Activation(act).attr,
-        epsilon=eps,
-    )  # fmt: skip
-    assert_written(y_storage, numel, what)
-    assert_matches(y, ref, dtype, what)
-    if residual:
-        assert_written(s_storage, numel, what + " ResidualSum")
-        assert_matches(s, stored, dtype, what + " ResidualSum")
-    return tier
 
 
 @pytest.mark.parametrize("act", list(Activation))
@@ -79,17 +46,23 @@ def test_ranks_and_one_element_groups(shape):
     run(shape, 2, torch.float32, Activation.RELU)
 
 
+@pytest.fixture
+def whole_kernel_only(monkeypatch):
+    """Runs every shape through the whole kernel (long runs would split: few rows of them here)."""
+    monkeypatch.setattr(launch_rule, "split_tiers", lambda dtype: ())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("residual", [False, True])
-def test_looped_runs(dtype, residual):
+def test_looped_runs(dtype, residual, whole_kernel_only):
     shape = (2, 4, 75, 61)  # runs of 2 * 4575 elements: past every one-block tier of fp32
     tier = run(shape, 2, dtype, Activation.SILU, residual=residual)
-    assert tier.looped == (dtype == torch.float32)
+    assert tier.looped == (dtype == torch.float32) and tier.max_chunks == 1
 
 
 @pytest.mark.parametrize("shape", [(3, 4, 9, 9), (2, 4, 75, 61)])
 @pytest.mark.parametrize("residual", [False, True])
-def test_large_common_offset_keeps_full_precision(shape, residual):
+def test_large_common_offset_keeps_full_precision(shape, residual, whole_kernel_only):
     # 1000 + 0.1 * noise scaled by about 100: a plain fp32 sum of a run loses the noise's low bits
     # (the result off by 1e-1); shifted statistics keep the usual fp32 tolerance.
     run(shape, 2, torch.float32, Activation.IDENTITY, residual=residual, mean=1000.0, std=0.1,
@@ -136,7 +109,7 @@ def test_nan_and_inf_stay_in_their_group():
 
 
 @pytest.mark.parametrize("shape", [(2, 4, 6), (2, 4, 75, 61)])
-def test_residual_without_its_sum(shape):
+def test_residual_without_its_sum(shape, whole_kernel_only):
     gen = generator("no sum", shape)
     x, r = random(shape, torch.float32, gen), random(shape, torch.float32, gen)
     y, y_storage = poisoned(shape, torch.float32)
@@ -148,7 +121,7 @@ def test_residual_without_its_sum(shape):
 
 def test_tier_rule():
     for dtype in ("float32", "float16", "bfloat16"):
-        tiers = group_norm_act_tiers(dtype)
+        tiers = launch_rule.whole_tiers(dtype)
         for tier in tiers[:-1]:
-            assert group_norm_act_tier(tier.max_cols, dtype) == tier
-        assert group_norm_act_tier(tiers[-2].max_cols + 1, dtype).looped
+            assert launch_rule.whole_tier(tier.max_cols, dtype) == tier
+        assert launch_rule.whole_tier(tiers[-2].max_cols + 1, dtype).looped

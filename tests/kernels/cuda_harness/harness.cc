@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <string>
 
+#include "group_norm_act/ort_kernel.h"
 #include "norm_act/ort_kernel.h"
 #include "norm_act_linear/ort_kernel.h"
 
@@ -66,6 +67,27 @@ const char* harness_norm_act_linear_rows(uint64_t x, uint64_t residual, uint64_t
   p.out_activation = static_cast<graphopt::Activation>(out_activation);
   p.dtype = static_cast<graphopt::DType>(dtype);
   result = graphopt::cuda::LaunchNormActLinear(p, M(stream));
+  return result.c_str();
+}
+
+// mode 0 launches; mode 1 returns the variants the launch would use; mode 2 the scratch bytes it needs.
+const char* harness_group_norm_act(uint64_t x, uint64_t residual, uint64_t scale, uint64_t bias, uint64_t y,
+                                   uint64_t residual_sum, uint64_t partials, int64_t batch, int64_t channels,
+                                   int64_t spatial, int64_t groups, float eps, int32_t activation, int32_t dtype,
+                                   uint64_t stream, int32_t mode) {
+  graphopt::GroupNormActParams p;
+  p.x = P(x), p.residual = P(residual), p.scale = P(scale), p.bias = P(bias);
+  p.y = M(y), p.residual_sum = M(residual_sum), p.partials = M(partials);
+  p.batch = batch, p.channels = channels, p.spatial = spatial, p.groups = groups, p.epsilon = eps;
+  p.activation = static_cast<graphopt::Activation>(activation);
+  p.dtype = static_cast<graphopt::DType>(dtype);
+  if (mode == 1) {
+    result = graphopt::cuda::GroupNormActVariant(p);
+  } else if (mode == 2) {
+    result = std::to_string(graphopt::cuda::GroupNormActScratchBytes(p));
+  } else {
+    result = graphopt::cuda::LaunchGroupNormAct(p, M(stream));
+  }
   return result.c_str();
 }
 

@@ -1,0 +1,100 @@
+"""How GroupNormAct is launched: its tiers, as data the ahead-of-time table carries to the C++
+launcher (graphopt/kernels/launch_rules.py), so that every runtime launches a shape alike.
+
+A "row" is one (sample, group): the contiguous run of ``group_size`` = C / groups * S elements;
+there are N * groups rows. Two ways to launch them:
+
+* **whole**: one program per row (``triton_kernel.group_norm_act_kernel``). A run that fits one
+  block is read once; a longer one is walked twice, the second read mostly from L2.
+* **split**: each run cut into ``chunks`` chunks of ``chunk`` elements, one program per chunk, in two
+  kernels (``split_kernels``): ``stats`` writes each chunk's partial statistics to a float32
+  scratch buffer (``PARTIAL_FLOATS`` per chunk), ``apply`` merges its row's partials and normalizes
+  its chunk. N * groups programs (64 at batch 2 with 32 groups) cannot fill a GPU of 132 SMs; the
+  split gives it hundreds to thousands, at the price of a second launch and a second read of X.
+
+A launch splits where a split tier admits (rows, group_size): the split tiers' ``min_cols`` (runs
+long enough to share out) and ``max_rows`` (too few rows to fill the GPU alone) are the rule. Both
+split kernels have the same tiers, so the C++ launcher finds the ``apply`` variant of the ``stats``
+tier it picked. This module imports neither torch nor Triton.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphopt.kernels.launch_rules import ELEMENT_BYTES, Tier, cdiv, find_tier
+
+# The whole kernel: a row is one run, one run per program; about 16 values per thread in the
+# one-block tiers; runs past the last one are looped in blocks of 4096. No aligned variants: a run
+# starts at any multiple of its length.
+_WHOLE = {
+    4: (Tier(1024, 1, 1024, 4, aligned=False), Tier(4096, 1, 4096, 8, aligned=False),
+        Tier(8192, 1, 8192, 16, aligned=False)),
+    2: (Tier(1024, 1, 1024, 2, aligned=False), Tier(4096, 1, 4096, 8, aligned=False),
+        Tier(16384, 1, 16384, 16, aligned=False)),
+}  # fmt: skip
+_LOOP = Tier(2**62, 1, 4096, 8, looped=True, aligned=False)
+
+# The split: fewer than 256 rows (under two per SM of a 132-SM GPU) of runs of 8192 elements or more.
+# A chunk is whole blocks of block_n elements, at most max_chunks per run (the apply kernel merges
+# that many partials in one vector). Aligned variants (16-byte vector loads) where group_size is a
+# multiple of 16 and the pointers are aligned; every chunk then starts aligned too.
+_SPLIT_ROWS, _SPLIT_COLS, _MAX_CHUNKS = 255, 8192, 64
+_SPLIT_SHAPES = {4: (4096, 8), 2: (4096, 4)}  # element bytes -> (block_n, num_warps)
+
+PARTIAL_FLOATS = 2  # per chunk: the mean of its elements minus the run's shift, and their M2
+
+
+def _split_tiers(element_bytes: int) -> tuple[Tier, ...]:
+    block_n, warps = _SPLIT_SHAPES[element_bytes]
+    return tuple(
+        Tier(2**62, 1, block_n, warps, looped=True, aligned=aligned, min_cols=_SPLIT_COLS,
+             max_rows=_SPLIT_ROWS, max_chunks=_MAX_CHUNKS)
+        for aligned in (True, False)
+    )  # fmt: skip
+
+
+def whole_tiers(dtype: str) -> tuple[Tier, ...]:
+    """The whole kernel's tiers for ``dtype``, in rule order."""
+    return (*_WHOLE[ELEMENT_BYTES[dtype]], _LOOP)
+
+
+def split_tiers(dtype: str) -> tuple[Tier, ...]:
+    """The tiers of both split kernels for ``dtype``, in rule order."""
+    return _split_tiers(ELEMENT_BYTES[dtype])
+
+
+def whole_tier(group_size: int, dtype: str) -> Tier:
+    """The first whole-kernel tier that holds a run of ``group_size`` elements of ``dtype``."""
+    return next(t for t in whole_tiers(dtype) if group_size <= t.max_cols)
+
+
+@dataclass(frozen=True)
+class Split:
+    """A split launch: ``chunks`` programs per row, each over ``chunk`` elements (the last one of a
+    run over what is left)."""
+
+    tier: Tier
+    chunk: int
+    chunks: int
+
+    def programs(self, rows: int) -> int:
+        return rows * self.chunks
+
+    def partial_floats(self, rows: int) -> int:
+        return PARTIAL_FLOATS * self.programs(rows)
+
+
+def chunking(tier: Tier, group_size: int) -> Split:
+    """Cuts a run into chunks of whole blocks, as few blocks per chunk as keep the chunks within
+    ``tier.max_chunks`` (the C++ launcher computes the same: cuda_launch.cc)."""
+    blocks = cdiv(group_size, tier.block_n)
+    chunk = cdiv(blocks, tier.max_chunks) * tier.block_n
+    return Split(tier, chunk, cdiv(group_size, chunk))
+
+
+def split_launch(rows: int, group_size: int, dtype: str, aligned: bool) -> Split | None:
+    """The split launch of ``rows`` runs of ``group_size`` elements, or None where the whole kernel
+    runs them. ``aligned``: group_size is a multiple of 16 (and, in C++, every pointer is aligned)."""
+    tier = find_tier(split_tiers(dtype), group_size, aligned, rows)
+    return None if tier is None else chunking(tier, group_size)
