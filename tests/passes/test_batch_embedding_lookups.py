@@ -93,7 +93,11 @@ def test_model_a_is_the_indices_stack_one_lookup_and_one_fused_kernel(path, n):
     optimized, report = _optimize(module, args, path)
     assert report.rule_counts[RULE] == 1
     assert kernels(optimized) == [Op.CONCAT, EMBEDDING_LOOKUPS.ir_op, Op.NORM_ACT_LINEAR]
-    lookup = next(line for line in printed_ir(optimized) if f"= {EMBEDDING_LOOKUPS.ir_op}(" in line)
+    lines = printed_ir(optimized)
+    # (the one concatenation joins the indices, never the tables: those were joined once, at optimize time)
+    concat = next(line for line in lines if f"= {Op.CONCAT}(" in line)
+    assert concat.endswith(f": int64[{8 * n}]")
+    lookup = next(line for line in lines if f"= {EMBEDDING_LOOKUPS.ir_op}(" in line)
     wrap = int(path != "torch.export")  # (ONNX Gather wraps negative indices; aten.embedding rejects them)
     assert lookup.endswith(f"{{wrap_negative={wrap}}}  : float32[{n},8,16]")
 
