@@ -22,6 +22,11 @@ def check_arguments(table: Tensor, indices: Tensor, offsets: Tensor, sizes: Tens
     torch._check(
         indices.dtype in _INDEX_TYPES, lambda: f"indices must be int32 or int64, got {indices.dtype}"
     )
+    for name, t in (("indices", indices), ("offsets", offsets), ("sizes", sizes)):
+        torch._check(
+            t.device == table.device,
+            lambda name=name, t=t: f"{name} must be on the table's device {table.device}, got {t.device}",
+        )
     features = indices.shape[0]
     for name, t in (("offsets", offsets), ("sizes", sizes)):
         torch._check(t.dtype == torch.int64, lambda name=name, t=t: f"{name} must be int64, got {t.dtype}")

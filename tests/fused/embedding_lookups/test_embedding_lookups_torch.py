@@ -117,6 +117,7 @@ def test_opcheck():
         ("short_offsets", r"offsets must be \[4\]"),
         ("int32_sizes", "sizes must be int64"),
         ("vector_table", r"table must be \[rows, dim\]"),
+        ("meta_offsets", "offsets must be on the table's device cpu, got meta"),
     ],
 )
 def test_refusals(change, message):
@@ -130,6 +131,8 @@ def test_refusals(change, message):
         offsets = offsets[:3]
     elif change == "int32_sizes":
         sizes = sizes.int()
+    elif change == "meta_offsets":
+        offsets = offsets.to("meta")
     else:
         table = table[0]
     with pytest.raises(RuntimeError, match=message):
