@@ -225,3 +225,31 @@ def test_torch_keeps_the_concatenated_table_a_parameter_named_after_the_tables()
     assert report.rule_counts[RULE] == 1
     tables = {k: tuple(v.shape) for k, v in optimized.state_dict.items() if k.startswith("tables")}
     assert tables == {"tables.0_to_7.weight": (sum(vocab_sizes(8)), 8)}
+
+
+def test_memory_is_the_original_tables_and_no_call_concatenates_them():
+    """Measured: the optimized program holds the original's state bytes (the tables once, concatenated
+    at optimize time) plus a feature's offset and size each, and a call allocates what the original's
+    does (its rows and output), nothing of a table's size."""
+    from torch.profiler import ProfilerActivity, profile
+
+    module, args = (
+        EmbeddingStack(n=8, d=16, smallest_vocab=1000).eval(),
+        example_indices(8, 4, smallest_vocab=1000),
+    )
+    optimized, _ = _optimize(module, args, "torch.export")
+
+    def nbytes(tensors):
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    held = nbytes(optimized.state_dict.values()) + nbytes(optimized.constants.values())
+    assert held == nbytes(module.state_dict().values()) + 2 * 8 * 8
+    allocated = {}
+    for name, call in (("original", module), ("optimized", optimized.module())):
+        with torch.no_grad():
+            call(*args)
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiled:
+                call(*args)
+        allocated[name] = sum(e.cpu_memory_usage for e in profiled.events() if e.cpu_memory_usage > 0)
+    tables = nbytes(table.weight for table in module.tables)
+    assert 0 < allocated["optimized"] <= allocated["original"] < tables / 20, (allocated, tables)
