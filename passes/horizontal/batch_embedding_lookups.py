@@ -14,10 +14,10 @@ are two kernels, so two lookups with nothing after them stay as they are.
 
 The one lookup is graphopt's ``EmbeddingLookups`` (graphopt/fused/embedding_lookups/): one kernel
 maps each feature's indices to its rows of the concatenated table and copies them. Indices out of
-range keep doing what they did: an index outside *its own* table is never a neighbour's row; it fails
-as the original lookup failed in each runtime (the op's spec says how, runtime by runtime). ONNX
-``Gather`` reads -V..-1 from the end of its table (kept); ``aten.embedding`` rejects negative
-indices (kept).
+range keep doing what they did: an index outside *its own* table is never a neighbour's row; it does
+what the original lookup did in each runtime (an error; on ONNX Runtime's CUDA EP, a row of zeros: the
+op's spec lists them). ONNX ``Gather`` reads -V..-1 from the end of its table (kept);
+``aten.embedding`` rejects negative indices (kept).
 """
 
 from __future__ import annotations
