@@ -3,7 +3,11 @@ present, through the Triton kernel; the original's error for an index out of ran
 table; gradients as torch's embedding gives them; opcheck, torch.export, torch.compile and both ONNX
 exporters (graphopt::EmbeddingLookups nodes, which run through their fallback functions)."""
 
+import os
+import re
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +84,33 @@ def test_out_of_range_index_raises_the_originals_error_on_the_cpu(bad):
     with pytest.raises(IndexError) as fused:
         ops.embedding_lookups(table, indices, offsets, sizes, 0)
     assert str(fused.value) == str(original.value)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("lookup", ["original", "fused"])
+def test_out_of_range_index_fails_the_cuda_launch_as_the_originals_assert_does(lookup):
+    # A subprocess: the failed launch loses the CUDA context, the original's assert as the fused trap.
+    script = textwrap.dedent(f"""
+        import torch, graphopt
+        table = torch.randn(20, 8, device="cuda")
+        ids = torch.tensor([[0, 3], [1, 10]], device="cuda")  # 10 is past feature 1's ten rows
+        offsets, sizes = torch.tensor([0, 10], device="cuda"), torch.tensor([10, 10], device="cuda")
+        if "{lookup}" == "original":
+            torch.embedding(table[10:], ids[1])
+        else:
+            torch.ops.graphopt.embedding_lookups(table, ids, offsets, sizes, 0)
+        torch.cuda.synchronize()
+        print("no error")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parents[3]), env.get("PYTHONPATH")])
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode != 0 and "no error" not in done.stdout, done.stderr[-2000:]
+    assert re.search(r"CUDA error|device-side assert|launch failure", done.stderr), done.stderr[-2000:]
 
 
 def test_wrapped_negatives_past_the_table_still_raise():
