@@ -6,14 +6,19 @@ of BAG ids each (sum, mean, sum with per-sample weights). For each size: the ori
 hand-batched version (one concatenated table) in eager PyTorch and in ORT's CUDA EP, torch.compile of
 the original, ORT's CUDA EP on the original, and graphopt through torch (direct call, CUDA graph) and
 through ORT (with graphopt's op library). Start-to-finish µs (GPU µs), the largest difference from
-eager, and the bytes of the ONNX models' weights (original vs optimized: the tables are held once).
+eager, the kernels of graphopt's programs (torch and ONNX), and memory: the bytes of the ONNX models'
+weights and of the torch programs' state (original vs optimized: the tables are held once), and the
+GPU memory one call allocates beyond it (no call concatenates the tables).
 
     python bench/bench_embeddings.py --out OUT [--models a,dlrm,dlrm_mean,dlrm_weighted] [--n 8,32,128]
         [--batch 512,4096] [--d 64,128] [--compile default,max-autotune-no-cudagraphs]
-        [--norm shared|per-feature] [--quick]
+        [--norm shared|per-feature] [--quick] [--lookups-only]
 
 Writes OUT/embeddings.json and OUT/embeddings.md. The "graphopt ORT" column needs graphopt's ONNX Runtime
-library (``GRAPHOPT_ORT_LIBRARY``, as bench/run_gpu.sh builds and sets it).
+library (``GRAPHOPT_ORT_LIBRARY``, as bench/run_gpu.sh builds and sets it). ``--lookups-only`` times the
+lookups alone instead: the original's N lookups and stack, the standard-op form
+(indices' stack, offset arithmetic, one index_select), graphopt's EmbeddingLookups, against a device
+copy of the bytes a lookup must move; it writes OUT/embedding_lookups.{json,md}.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import graphopt
 from graphopt.benchmark.ort_cuda import ort_cuda_callable
-from graphopt.benchmark.timing import gpu_us, start_to_finish_us
+from graphopt.benchmark.timing import copy_bandwidth_bytes_per_s, gpu_us, start_to_finish_us
+from graphopt.fused import register_torch_ops
 from graphopt.runtime import cuda_graphed, direct_callable, to_device
 from models.embeddings import (
     Dlrm,
@@ -41,6 +47,7 @@ from models.embeddings import (
     HandBatchedDlrm,
     dlrm_inputs,
     example_indices,
+    vocab_sizes,
 )
 from models.onnx_export import export_dynamo
 
@@ -77,6 +84,27 @@ def ort_feeds(model, inputs):
     return dict(zip(names, inputs, strict=True))
 
 
+def call_memory(call) -> int:
+    """Bytes of GPU memory one call allocates beyond what is already held (its outputs and temporaries)."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    held = torch.cuda.memory_allocated()
+    call()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - held
+
+
+def state_bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def kernels_of(program) -> list[str]:
+    """The call targets of a torch program that launch kernels (views move nothing)."""
+    views = ("view", "reshape", "unsqueeze", "squeeze", "expand", "alias")
+    targets = [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
+    return [t for t in targets if not any(f".{v}" in t or t.startswith(v) for v in views)]
+
+
 def runtimes(row, module, inputs, hand, compile_modes, iters, slow_loops=None):
     """Every runtime on ``module`` (and on ``hand``, its hand-batched form, when given). ``slow_loops``:
     why the ONNX exporters' EmbeddingBag Loops (one iteration per bag, in the original and the
@@ -98,7 +126,15 @@ def runtimes(row, module, inputs, hand, compile_modes, iters, slow_loops=None):
         module.cuda()
         row["graphopt_torch_rules"] = report.rule_counts
         row["optimize_s"] = round(time.perf_counter() - start, 1)
-        direct = direct_callable(to_device(optimized, "cuda"))
+        row["graphopt_torch_kernels"] = kernels_of(optimized)
+        on_gpu = to_device(optimized, "cuda")
+        direct = direct_callable(on_gpu)
+        row["memory_bytes"] = {
+            "original_state": state_bytes([*module.parameters(), *module.buffers()]),
+            "graphopt_state": state_bytes([*on_gpu.state_dict.values(), *on_gpu.constants.values()]),
+            "original_call": call_memory(lambda: module(*inputs)),
+            "graphopt_call": call_memory(lambda: direct(*inputs)),
+        }
         attempt(row, "graphopt_torch", lambda: lambda: direct(*inputs), reference, iters)
         attempt(
             row,
@@ -112,7 +148,7 @@ def runtimes(row, module, inputs, hand, compile_modes, iters, slow_loops=None):
     original = export_dynamo(module.cpu(), cpu_inputs)
     module.cuda()
     optimized, report = graphopt.optimize(original, verify=False)
-    row["graphopt_onnx_ops"] = sorted({n.op_type for n in optimized.graph.node})
+    row["graphopt_onnx_ops"] = [n.op_type for n in optimized.graph.node]
     row["weights_bytes"] = {"original": onnx_bytes(original), "graphopt": onnx_bytes(optimized)}
     for label, model, library in (("ort", original, False), ("graphopt_ort", optimized, True)):
         if slow_loops is not None and label == "ort":
@@ -166,6 +202,7 @@ def one(model, n, b, d, args):
     return row
 
 
+ONNX_VIEWS = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Identity", "Flatten"})
 COLUMNS = (
     ("eager", "eager"),
     ("hand_batched", "hand-batched"),
@@ -187,23 +224,96 @@ def markdown(record) -> str:
         return v.get("error", "-")[:40] if "s2f_us" not in v else f"{v['s2f_us']} ({v['gpu_us']})"
 
     header = (
-        "| model | N | B | D | " + " | ".join(title for _, title in COLUMNS) + " | weights MB orig → opt |"
-    )
+        "| model | N | B | D | " + " | ".join(title for _, title in COLUMNS)
+        + " | graphopt kernels torch / ONNX | weights MB orig → opt | state MB orig → opt"
+        + " | call MB orig → opt |"
+    )  # fmt: skip
     lines = [
         f"# Embedding models ({record['device']}, {record['date']}): start-to-finish µs (GPU µs)",
         "",
         header,
-        "|" + "---|" * (len(COLUMNS) + 5),
+        "|" + "---|" * (len(COLUMNS) + 8),
     ]
     for r in record["rows"]:
         if "error" in r:
             lines.append(f"| {r['model']} | {r['N']} | {r['B']} | {r['D']} | {r['error'][:80]} |")
             continue
-        weights = r.get("weights_bytes", {})
-        sizes = f"{weights.get('original', 0) / 1e6:.1f} → {weights.get('graphopt', 0) / 1e6:.1f}"
+        weights, memory = r.get("weights_bytes", {}), r.get("memory_bytes", {})
+
+        def mb(record, a, b):
+            return f"{record.get(a, 0) / 1e6:.1f} → {record.get(b, 0) / 1e6:.1f}"
+
+        onnx_kernels = [op for op in r.get("graphopt_onnx_ops", []) if op not in ONNX_VIEWS]
+        kernels = f"{len(r.get('graphopt_torch_kernels', []))} / {len(onnx_kernels)}"
+        sizes = " | ".join(
+            (mb(weights, "original", "graphopt"), mb(memory, "original_state", "graphopt_state"),
+             mb(memory, "original_call", "graphopt_call"))
+        )  # fmt: skip
         cells = " | ".join(cell(r, key) for key, _ in COLUMNS)
-        lines.append(f"| {r['model']} | {r['N']} | {r['B']} | {r['D']} | {cells} | {sizes} |")
+        lines.append(f"| {r['model']} | {r['N']} | {r['B']} | {r['D']} | {cells} | {kernels} | {sizes} |")
     return "\n".join(lines) + "\n"
+
+
+def lookup_forms(n, b, d):
+    """The lookups of model (a) in three forms, on one GPU: (name, call) each, and the bytes a lookup
+    must move (indices and rows read, rows written)."""
+    ops = register_torch_ops()
+    tables = [torch.randn(rows, d, device="cuda") for rows in vocab_sizes(n, SMALLEST_VOCAB)]
+    ids = [i.cuda() for i in example_indices(n, b, smallest_vocab=SMALLEST_VOCAB)]
+    joined = torch.cat(tables)
+    sizes = torch.tensor([t.shape[0] for t in tables], device="cuda")
+    offsets = torch.cumsum(sizes, 0) - sizes
+    size, first, past_end = sizes.view(-1, 1), offsets.view(-1, 1), joined.shape[0]
+
+    def standard_ops():  # what batch_embedding_lookups wrote before EmbeddingLookups
+        index = torch.stack(ids)
+        rows = torch.where(index < size, index + first, past_end)
+        rows = torch.where(index < 0, past_end, rows)
+        return torch.index_select(joined, 0, rows.reshape(-1)).view(n, b, d)
+
+    def original():
+        return torch.stack([torch.embedding(t, i) for t, i in zip(tables, ids, strict=True)])
+
+    def fused():
+        return ops.embedding_lookups(joined, torch.stack(ids), offsets, sizes, 0)
+
+    forms = (
+        ("original (N lookups, stack)", original),
+        ("standard ops (stack, arithmetic, index_select)", standard_ops),
+        ("graphopt (stack, EmbeddingLookups)", fused),
+    )
+    return forms, n * b * (8 + 2 * d * 4)
+
+
+def lookups_only(args) -> None:
+    bandwidth = copy_bandwidth_bytes_per_s()
+    rows = []
+    for n, b, d in itertools.product(args.n, args.batch, args.d):
+        forms, moved = lookup_forms(n, b, d)
+        expected = forms[0][1]()
+        row = {"N": n, "B": b, "D": d, "roofline_us": round(moved / bandwidth * 1e6, 1)}
+        with torch.no_grad():
+            for name, call in forms:
+                attempt(row, name, lambda call=call: call, expected.float(), args.iters)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    names = [name for name, _ in forms]
+    lines = [
+        f"# Embedding lookups alone ({torch.cuda.get_device_name()}, {datetime.date.today().isoformat()}): "
+        "start-to-finish µs (GPU µs); roofline: the bytes a lookup moves at a device copy's bandwidth",
+        "",
+        "| N | B | D | roofline µs | " + " | ".join(names) + " |",
+        "|" + "---|" * (len(names) + 4),
+    ]
+    for r in rows:
+        cells = " | ".join(
+            f"{r[k]['s2f_us']} ({r[k]['gpu_us']})" if "s2f_us" in r[k] else r[k]["error"][:40] for k in names
+        )
+        lines.append(f"| {r['N']} | {r['B']} | {r['D']} | {r['roofline_us']} | {cells} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "embedding_lookups.json").write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+    (args.out / "embedding_lookups.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def _ints(text: str) -> list[int]:
@@ -235,7 +345,11 @@ def main() -> None:
     )
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="N=128, B=4096, D=64 only")
+    parser.add_argument("--lookups-only", action="store_true", help="time the lookups alone")
     args = parser.parse_args()
+    if args.lookups_only:
+        lookups_only(args)
+        return
     grid = list(itertools.product(args.models.split(","), args.n, args.batch, args.d))
     if args.quick:
         grid = [(m, 128, 4096, 64) for m in args.models.split(",")]

@@ -13,13 +13,15 @@ import onnx
 from onnx import defs, helper
 
 from graphopt.fused.registry import FUSED_OPS
-from graphopt.fused.spec import DOMAIN, DOMAIN_VERSION, FusedOp
+from graphopt.fused.spec import DOMAIN, DOMAIN_VERSION, INDEX, INT64, STORAGE, FusedOp
 
 log = logging.getLogger(__name__)
 
 TYPE_PARAM = "T"
+INDEX_TYPE_PARAM = "Tind"  # (ONNX Gather's name for the same constraint)
 # ONNX spellings of the element types the fused ops accept (the table's dtypes, in its order).
 _ONNX_TYPE = {"float32": "tensor(float)", "float16": "tensor(float16)", "bfloat16": "tensor(bfloat16)"}
+_PORT_TYPE = {STORAGE: TYPE_PARAM, INDEX: INDEX_TYPE_PARAM, INT64: "tensor(int64)"}
 
 _lock = threading.Lock()
 _registered = False
@@ -33,13 +35,16 @@ def build_schema(op: FusedOp) -> defs.OpSchema:
 
     def param(port):
         return schema_cls.FormalParameter(
-            port.name, TYPE_PARAM, port.doc, param_option=optional if port.optional else single
+            port.name, _PORT_TYPE[port.element], port.doc, param_option=optional if port.optional else single
         )
 
     attributes = [
         schema_cls.Attribute(a.name, helper.make_attribute(a.name, a.value_type(a.default)), a.doc)
         for a in op.attributes
     ]
+    constraints = [(TYPE_PARAM, [_ONNX_TYPE[d] for d in op.dtypes], "float32, float16 or bfloat16")]
+    if any(p.element == INDEX for p in op.inputs):
+        constraints.append((INDEX_TYPE_PARAM, ["tensor(int32)", "tensor(int64)"], "int32 or int64"))
     schema = schema_cls(
         op.name,
         DOMAIN,
@@ -47,7 +52,7 @@ def build_schema(op: FusedOp) -> defs.OpSchema:
         op.doc,
         inputs=[param(p) for p in op.inputs],
         outputs=[param(p) for p in op.outputs],
-        type_constraints=[(TYPE_PARAM, [_ONNX_TYPE[d] for d in op.dtypes], "float32, float16 or bfloat16")],
+        type_constraints=constraints,
         attributes=attributes,
     )
     # Python-defined inference functions arrived in onnx 1.16; without one, outputs stay untyped.
@@ -73,7 +78,8 @@ def register_onnx_schemas() -> None:
 
 
 def _infer(op: FusedOp, ctx) -> None:
-    """Outputs of X's element type, shaped by the op's shape rule (dims it cannot tell stay unknown)."""
+    """Outputs of the first input's element type (X's), shaped by the op's shape rule (dims it cannot
+    tell stay unknown)."""
     x_type = ctx.get_input_type(0)
     if x_type is None:
         return

@@ -6,12 +6,13 @@ Order is ABI where it shows (the C++ kernel table's op codes): append, never reo
 from __future__ import annotations
 
 from graphopt.fused.affine_act import AFFINE_ACT
+from graphopt.fused.embedding_lookups import EMBEDDING_LOOKUPS
 from graphopt.fused.group_norm_act import GROUP_NORM_ACT
 from graphopt.fused.norm_act import NORM_ACT
 from graphopt.fused.norm_act_linear import NORM_ACT_LINEAR
 from graphopt.fused.spec import FusedOp
 
-FUSED_OPS: tuple[FusedOp, ...] = (NORM_ACT, NORM_ACT_LINEAR, AFFINE_ACT, GROUP_NORM_ACT)
+FUSED_OPS: tuple[FusedOp, ...] = (NORM_ACT, NORM_ACT_LINEAR, AFFINE_ACT, GROUP_NORM_ACT, EMBEDDING_LOOKUPS)
 
 _BY_NAME = {op.name: op for op in FUSED_OPS}
 _BY_IR_OP = {op.ir_op: op for op in FUSED_OPS}

@@ -29,6 +29,11 @@ DOMAIN = "graphopt"
 DOMAIN_VERSION = 1
 # Storage types every kernel accepts, in ABI order (the C++ DType enum's codes).
 DTYPES = ("float32", "float16", "bfloat16")
+# What element type a port takes: the op's storage type (X's: one of DTYPES, the same for every such
+# port); indices (int32 or int64, whichever the caller has: an embedding lookup's ids); or int64.
+# Append only: the C++ PortElement enum takes these codes in this order.
+STORAGE, INDEX, INT64 = "storage", "index", "int64"
+PORT_ELEMENTS = (STORAGE, INDEX, INT64)
 
 
 class Activation(enum.IntEnum):
@@ -121,6 +126,7 @@ class Port:
     doc: str = ""
     torch: str = ""  # its argument name in the torch ops; default: the name in lower case
     needs: str = ""  # an optional output only given with this optional input (ResidualSum: Residual)
+    element: str = STORAGE  # its element type (PORT_ELEMENTS); outputs are always of the storage type
 
     @property
     def torch_name(self) -> str:
@@ -195,7 +201,7 @@ class FusedOp:
     attributes: tuple[Attribute, ...]
     torch_forms: tuple[TorchForm, ...]
     # (present, shapes) -> output shapes: ``present`` says which inputs the node has, ``shapes``
-    # holds their shapes (None where absent or unknown). Outputs take X's element type.
+    # holds their shapes (None where absent or unknown). Outputs take the first input's element type.
     shape_rule: Callable[[Sequence[bool], Sequence[Shape]], list[Shape]]
     # (attrs, present) -> the words a picture shows beside the name (norm, activation, ...).
     describe: Callable[[dict, Sequence[bool]], list[str]] = field(default=lambda attrs, present: [])

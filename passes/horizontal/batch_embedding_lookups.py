@@ -9,13 +9,15 @@ which is exactly the split source ``batch_split_chains`` batches from, so the pe
 become one batched chain after it.
 
 It applies only where that batching will follow: the lookups feed, through identical chains, every
-input of one stack/concat. And only where it saves launches: the index arithmetic below is a handful
-of small kernels, so a few lookups with little after them stay as they are.
+input of one stack/concat. And only where it saves launches: the indices' stack and the one lookup
+are two kernels, so two lookups with nothing after them stay as they are.
 
-Indices out of range keep failing as they did: an index outside *its own* table is mapped past the end
-of the concatenated table (never onto a neighbour's rows), so the runtime's own bounds check raises,
-as it did on the original lookup. ONNX ``Gather`` reads -V..-1 from the end of its table (kept);
-``aten.embedding`` rejects negative indices (kept: they are mapped past the end too).
+The one lookup is graphopt's ``EmbeddingLookups`` (graphopt/fused/embedding_lookups/): one kernel
+maps each feature's indices to its rows of the concatenated table and copies them. Indices out of
+range keep doing what they did: an index outside *its own* table is never a neighbour's row; it does
+what the original lookup did in each runtime (an error; on ONNX Runtime's CUDA EP, a row of zeros: the
+op's spec lists them). ONNX ``Gather`` reads -V..-1 from the end of its table (kept);
+``aten.embedding`` rejects negative indices (kept).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphopt.fused.embedding_lookups import EMBEDDING_LOOKUPS
 from graphopt.ir import DType, Graph, Node, Op, Tensor, Value, constant_of, opaque_name
 from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import (
@@ -43,9 +46,8 @@ from .batching.chains import Chain, first_difference, members, signature, trace_
 RULE = "batch_embedding_lookups"
 ATEN_EMBEDDING = opaque_name("aten", "embedding.default")
 INDEX_TYPES = frozenset({DType.INT64, DType.INT32})
-# Kernels the batched form adds: the indices' stack, up to three comparisons, two additions and three
-# selections; the one lookup comes on top.
-INDEX_KERNELS = 9
+# Kernels the batched form adds: the indices' stack; the one lookup (EmbeddingLookups) comes on top.
+INDEX_KERNELS = 1
 
 
 @dataclass(frozen=True)
@@ -120,8 +122,6 @@ def find_group(graph: Graph, combine: Node) -> Group | Fail | None:
             return Fail(f"indices {names} differ in dtype or shape")
         if lookup.table.dtype != first.table.dtype:
             return Fail(f"tables {lookup.table.name!r} and {first.table.name!r} differ in dtype")
-    if sum(not isinstance(d, int) for d in first.indices.shape) > 1:
-        return Fail(f"indices {first.indices.name!r} have more than one symbolic dim")
     if depends_on(graph, [lookup.indices for lookup in lookups], members(chains)):
         return Fail("one lookup's indices depend on another feature's chain")
     per_chain = sum(node.op not in VIEWS for node in chains[0].nodes)
@@ -148,28 +148,14 @@ def batch_lookups(graph: Graph, group: Group) -> None:
     # (derived from the tables: the torch backend keeps it a parameter, named after them)
     table = b.constant(joined, graph.fresh_name("embedding_tables"), derived_from=list(tables))
 
-    index_type = lookups[0].indices.dtype
-    spread = (len(lookups),) + (1,) * lookups[0].indices.rank  # one value per feature, broadcast
-
     def per_feature(values, name):
-        return b.constant(np.asarray(values).reshape(spread), graph.fresh_name(name), index_type)
+        return b.constant(np.asarray(values, dtype=np.int64), graph.fresh_name(name), DType.INT64)
 
-    sizes = per_feature([lk.table.shape[0] for lk in lookups], "table_rows")
     offsets = per_feature([tables[lk.table] for lk in lookups], "table_offsets")
-    zero = b.constant(np.asarray(0), graph.fresh_name("zero"), index_type)
-    past_end = b.constant(np.asarray(rows), graph.fresh_name("past_end"), index_type)
-
+    sizes = per_feature([lk.table.shape[0] for lk in lookups], "table_rows")
     indices = b.stack(*(lk.indices for lk in lookups), axis=0)
-    if lookups[0].wraps_negative:
-        indices = b.where(b.less(indices, zero), b.add(indices, sizes), indices)
-    # In range of its own table: shifted to its rows; out of range: past the end, where the runtime's
-    # bounds check fails as it did on the original lookup.
-    shifted = b.where(b.less(indices, sizes), b.add(indices, offsets), past_end)
-    shifted = b.where(b.less(indices, zero), past_end, shifted)
-
-    found = b.gather(table, b.reshape(shifted, shape=(-1,)), axis=0)
-    dims = tuple(d if isinstance(d, int) else -1 for d in lookups[0].indices.shape)
-    batched = b.reshape(found, shape=(len(lookups), *dims, lookups[0].table.shape[1]))
+    wrap = int(lookups[0].wraps_negative)
+    batched = b.node(EMBEDDING_LOOKUPS.ir_op, table, indices, offsets, sizes, wrap_negative=wrap).output
     for k, lookup in enumerate(lookups):
         position = b.constant(np.asarray(k), graph.fresh_name("feature"), DType.INT64)
         replace_value(graph, lookup.node.output, b.gather(batched, position, axis=0), b.created)

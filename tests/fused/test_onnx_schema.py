@@ -6,6 +6,7 @@ from onnx import TensorProto, defs, helper
 
 from graphopt.fused import DOMAIN, DOMAIN_VERSION, FUSED_OPS, NORM_ACT, NORM_ACT_LINEAR
 from graphopt.fused.onnx_schema import register_onnx_schemas
+from graphopt.fused.spec import INDEX, INT64, STORAGE
 
 register_onnx_schemas()
 
@@ -46,8 +47,15 @@ def test_schema_follows_the_table(op):
         default = helper.get_attribute_value(schema.attributes[attribute.name].default_value)
         default = default.decode() if isinstance(default, bytes) else default
         assert default == pytest.approx(attribute.default)
-    (constraint,) = schema.type_constraints
-    assert sorted(constraint.allowed_type_strs) == ["tensor(bfloat16)", "tensor(float)", "tensor(float16)"]
+    allowed = {c.type_param_str: sorted(c.allowed_type_strs) for c in schema.type_constraints}
+    expected = {"T": ["tensor(bfloat16)", "tensor(float)", "tensor(float16)"]}
+    if any(p.element == INDEX for p in op.inputs):
+        expected["Tind"] = ["tensor(int32)", "tensor(int64)"]
+    assert allowed == expected
+    types = {p.name: p.type_str for p in schema.inputs}
+    assert types == {
+        p.name: {STORAGE: "T", INDEX: "Tind", INT64: "tensor(int64)"}[p.element] for p in op.inputs
+    }
 
 
 def test_registration_is_idempotent_across_threads():

@@ -3,6 +3,8 @@
 // ORT picks a kernel by the element types of a node's inputs. A custom op declares one fixed
 // type per input, so each op is registered three times (float, float16, bfloat16); ORT merges
 // the registrations that share a name into one schema whose inputs accept all three types.
+// Index inputs (PortElement::kIndex) are declared of any type: the kernel reads int32 or int64
+// indices as they come and refuses other types.
 //
 // A Spec (declared in the generated fused_ops.h from the op's spec; Compute and InferOutputShape
 // written in the op's folder) supplies what differs between ops: its name, ports, attributes, how it
@@ -59,7 +61,16 @@ class FusedOp : public Ort::CustomOpBase<FusedOp<Spec>, FusedKernel<Spec>, /*Wit
 
   size_t GetInputTypeCount() const { return Spec::kInputOptional.size(); }
   size_t GetOutputTypeCount() const { return Spec::kOutputOptional.size(); }
-  ONNXTensorElementDataType GetInputType(size_t) const { return OnnxType(dtype_); }
+  ONNXTensorElementDataType GetInputType(size_t i) const {
+    switch (Spec::kInputElement[i]) {
+      case PortElement::kIndex:
+        return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // any: int32 or int64, checked by Compute
+      case PortElement::kInt64:
+        return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+      default:
+        return OnnxType(dtype_);
+    }
+  }
   ONNXTensorElementDataType GetOutputType(size_t) const { return OnnxType(dtype_); }
 
   OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
