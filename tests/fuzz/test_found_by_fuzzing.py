@@ -268,3 +268,21 @@ def test_a_declared_width_beside_a_symbolic_batch_is_not_trusted(tmp_path):
     assert [values[name].shape for name in ("p", "d", "n")] == [("batch", 8)] * 3
     code, stderr, problem = run(tmp_path, "optimize", _save(tmp_path, built))
     assert (code, problem) == (0, None), stderr
+
+
+def test_a_dim_of_a_billion_is_refused_before_the_check_draws_inputs(tmp_path, monkeypatch):
+    """A graph input's dim damaged to 10^9 (fp16: 2 GB a draw, under the 2 GiB limit of one draw):
+    the check drew its inputs for 80 s (146 s on a loaded machine) before running out of memory,
+    past the fuzzing's time limit, though the runtime then refuses the model anyway."""
+    from graphopt.verification import draws
+
+    def allocates(*args, **kwargs):
+        raise AssertionError("inputs drawn")
+
+    monkeypatch.setattr(draws, "random_inputs", allocates)
+    built = model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [info("x", [1, 10**9], TensorProto.FLOAT16)],
+        [info("y", [1, 10**9], TensorProto.FLOAT16)],
+    )
+    _one_error_line(tmp_path, _save(tmp_path, built), "random inputs would take 13.0 GiB", "--input-shape")
