@@ -2,13 +2,13 @@
 
 X (and Residual) are contiguous [N, C, S] (S the product of the spatial dims), so the C / groups
 channels of one (sample, group) are one contiguous run of ``group_size`` = C / groups * S elements.
-A program takes the statistics of its run in float32 around the run's first element (differences of
-nearby floats are exact: a large common offset costs no precision, as in graphopt/kernels/row_norm.py),
-then normalizes, scales and shifts each element by its channel's Scale and Bias and applies the
-activation. A run that fits one block is read once; a longer one is walked twice, the statistics
-merged chunk by chunk with Chan's update (the second read mostly hits L2). With a Residual the sum
-is rounded to the storage type, stored as ResidualSum, and normalized from there, as the unfused
-graph computes it.
+A program takes the statistics of its run in float32 around a pivot, the run's plain mean (the first
+chunk's on a looped run), by the corrected two-pass formulas of graphopt/kernels/row_norm.py (a
+large common offset costs no precision, nor does an element far from the rest), then normalizes,
+scales and shifts each element by its channel's Scale and Bias and applies the activation. A run
+that fits one block is read once; a longer one is walked twice, the statistics merged chunk by chunk
+with Chan's update (the second read mostly hits L2). With a Residual the sum is rounded to the
+storage type, stored as ResidualSum, and normalized from there, as the unfused graph computes it.
 
 This module imports neither torch nor a GPU driver (the ahead-of-time build imports it).
 """
@@ -38,12 +38,18 @@ def _load_sum(X, R, S, offs, mask, has_residual, write_sum):
 
 
 @triton.jit
-def _first(X, R, base, has_residual):
-    """The run's first element (of X + R, rounded as ``_load_sum`` rounds it) as fp32: the shift."""
-    x = tl.load(X + base)
-    if has_residual:
-        x = (x.to(tl.float32) + tl.load(R + base).to(tl.float32)).to(x.dtype)
-    return x.to(tl.float32)
+def _chunk_update(shifted, mask, start, group_size, mean, m2, BLOCK_N: tl.constexpr):
+    """Folds the chunk at ``start`` of the shifted run into its running (mean, M2) by Chan's pairwise
+    update: no cancellation of sum-of-squares formulas on long runs."""
+    n = tl.minimum(group_size - start, BLOCK_N).to(tl.float32)
+    chunk_mean = tl.sum(shifted, axis=0) / n
+    centered = tl.where(mask, shifted - chunk_mean, 0.0)
+    count = start * 1.0  # every earlier chunk was full
+    total = count + n
+    delta = chunk_mean - mean
+    mean = mean + delta * (n / total)
+    m2 = m2 + tl.sum(centered * centered, axis=0) + delta * delta * (count * n / total)
+    return mean, m2
 
 
 @triton.jit
@@ -66,33 +72,27 @@ def group_norm_act_kernel(
     base = pid * group_size
     channel0 = (pid % groups) * (group_size // spatial)
     offs = tl.arange(0, BLOCK_N)
-    shift = _first(X, R, base, has_residual)
     eps32 = tl.cast(eps, tl.float32)  # (Inductor passes a Python float as fp64)
+    mask = offs < group_size
+    x = _load_sum(X, R, S, base + offs, mask, has_residual, write_sum)
+    # The pivot: the plain mean of the run (of its first chunk when looped; masked-off lanes hold 0).
+    shift = tl.sum(x, axis=0) / tl.minimum(group_size, BLOCK_N).to(tl.float32)
     if not LOOPED:
-        mask = offs < group_size
-        x = _load_sum(X, R, S, base + offs, mask, has_residual, write_sum)
         shifted = tl.where(mask, x - shift, 0.0)
         mean = tl.sum(shifted, axis=0) / group_size
+        variance = tl.sum(shifted * shifted, axis=0) / group_size - mean * mean
         centered = tl.where(mask, shifted - mean, 0.0)
-        rstd = tl.math.rsqrt(tl.sum(centered * centered, axis=0) / group_size + eps32)
+        rstd = tl.math.rsqrt(variance + eps32)
         _finish(centered, rstd, offs, mask, channel0, spatial, W, B, Y, base, activation, has_scale, has_bias)
     else:
-        mean = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
-        m2 = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
-        for start in range(0, group_size, BLOCK_N):
+        zero = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
+        mean, m2 = _chunk_update(tl.where(mask, x - shift, 0.0), mask, 0, group_size, zero, zero, BLOCK_N)
+        for start in range(BLOCK_N, group_size, BLOCK_N):
             idx = start + offs
             mask = idx < group_size
             x = _load_sum(X, R, S, base + idx, mask, has_residual, write_sum)
             shifted = tl.where(mask, x - shift, 0.0)
-            # Chan's pairwise update: no cancellation of sum-of-squares formulas on long runs.
-            n = tl.minimum(group_size - start, BLOCK_N).to(tl.float32)
-            chunk_mean = tl.sum(shifted, axis=0) / n
-            centered = tl.where(mask, shifted - chunk_mean, 0.0)
-            count = start * 1.0  # every earlier chunk was full
-            total = count + n
-            delta = chunk_mean - mean
-            mean = mean + delta * (n / total)
-            m2 = m2 + tl.sum(centered * centered, axis=0) + delta * delta * (count * n / total)
+            mean, m2 = _chunk_update(shifted, mask, start, group_size, mean, m2, BLOCK_N)
         rstd = tl.math.rsqrt(m2 / group_size + eps32)
         for start in range(0, group_size, BLOCK_N):
             idx = start + offs

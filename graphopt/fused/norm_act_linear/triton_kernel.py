@@ -30,7 +30,7 @@ from graphopt.kernels.row_norm import (
     finish_stats,
     load_affine,
     normalize_activate,
-    row_shift,
+    row_pivot,
 )
 
 # Output columns accumulated together on the looped path (rows longer than one block).
@@ -42,12 +42,6 @@ def _linear_out(acc, LB, k, has_linear_bias, out_activation, storage: tl.constex
     if has_linear_bias:
         acc = acc + tl.load(LB + k).to(tl.float32)
     return apply_activation(acc, out_activation, storage)
-
-
-@triton.jit
-def _load_first(X, x_row, row_ok):
-    """The first element of each row as fp32: the shift of the row's statistics (see row_norm)."""
-    return tl.load(X + x_row, mask=row_ok, other=0.0).to(tl.float32)
 
 
 @triton.jit
@@ -66,8 +60,7 @@ def norm_act_linear_kernel(
         col_ok = offs < cols
         mask = row_ok[:, None] & col_ok[None, :]
         x = widen(tl.load(X + x_row + offs, mask=mask, other=0.0))
-        first = _load_first(X, row * stride_x, row_ok)
-        centered, rstd = block_stats(x, first, mask, cols, norm, eps, False)
+        centered, rstd = block_stats(x, mask, cols, norm, eps, False)
         scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
         h = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
         h = tl.where(mask, h, 0.0)
@@ -79,11 +72,15 @@ def norm_act_linear_kernel(
             acc = _linear_out(acc, LB, k, has_linear_bias, out_activation, Y.dtype.element_ty)
             tl.store(Y + y_row + k, acc.to(Y.dtype.element_ty), mask=row_ok)
     else:
-        # Shifted one-pass statistics: a second pass over the row would re-read it from memory.
-        shift = row_shift(_load_first(X, row * stride_x, row_ok), norm)
-        mean = tl.zeros([BLOCK_M], tl.float32)
-        m2 = tl.zeros([BLOCK_M], tl.float32)
-        for start in range(0, cols, BLOCK_N):
+        # One pass for the statistics, shifted by the first chunk's mean (row_norm): a pass of its
+        # own for the pivot would read the row once more.
+        mask = row_ok[:, None] & (offs < cols)[None, :]
+        x = widen(tl.load(X + x_row + offs, mask=mask, other=0.0))
+        shift = row_pivot(x, tl.minimum(cols, BLOCK_N).to(tl.float32), norm)
+        zeros = tl.zeros([BLOCK_M], tl.float32)
+        shifted = tl.where(mask, x - shift[:, None], 0.0)
+        mean, m2 = chunk_stats_update(shifted, mask, 0, cols, norm, zeros, zeros, BLOCK_N)
+        for start in range(BLOCK_N, cols, BLOCK_N):
             idx = start + offs
             mask = row_ok[:, None] & (idx < cols)[None, :]
             x = widen(tl.load(X + x_row + idx, mask=mask, other=0.0))
