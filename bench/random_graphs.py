@@ -6,11 +6,11 @@
 
 For each program: the optimized model computes what the original computes on every draw of the
 numeric check (standard-normal inputs and the adversarial ones: rows with a large common offset,
-large magnitudes, constant rows; graphopt/verification/draws.py), drawn afresh for each program, verify(graph)
-holds after every pass, and optimizing the optimized model gives the same model
-(models/random_checks.py). The figures (graphs, failures with their seeds and the draw each failed
-on, time, rules exercised, machine, date) go to bench/results/random_graphs_<form>.json; the exit
-code is 1 if any graph failed.
+large magnitudes, constant rows; graphopt/verification/draws.py) and on inputs with NaN and
+infinities (models/random_draws.py), drawn afresh for each program, verify(graph) holds after every
+pass, and optimizing the optimized model gives the same model (models/random_checks.py). The figures
+(graphs, failures with their seeds and the draw each failed on, time, rules exercised, machine,
+date) go to bench/results/random_graphs_<form>.json; the exit code is 1 if any graph failed.
 """
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ def _init_worker() -> None:
     import logging
 
     logging.disable(logging.WARNING)  # (the optimizer's warnings are not failures; errors raise)
+    import warnings
+
+    # (nor NumPy's overflow and invalid-value warnings, which the stress and NaN/inf draws raise in
+    # the float64 evaluations)
+    warnings.simplefilter("ignore", RuntimeWarning)
 
 
 def run_one(job: tuple[int, str]) -> dict:
@@ -84,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     from graphopt.ir import DType
     from graphopt.verification.draws import random_draws
+    from models.random_draws import adversarial_draws
+
+    specs = {"x": (DType.FLOAT32, (2, 8))}
 
     jobs = [(seed, args.form) for seed in range(args.start, args.start + args.count)]
     started = time.perf_counter()
@@ -109,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             "random programs: outputs preserved on every draw of the numeric check, verify(graph) after "
             "every pass, optimize twice = once"
         ),
-        "draws": [d.name for d in random_draws({"x": (DType.FLOAT32, (2, 8))})],
+        "draws": [d.name for d in (*random_draws(specs), *adversarial_draws(specs))],
         "form": args.form,
         "seeds": [args.start, args.start + args.count - 1],
         "graphs": len(jobs),

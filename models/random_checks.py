@@ -2,7 +2,8 @@
 
 * the optimized model computes what the original computes (the numeric check of ``optimize``, on
   each of its draws: standard-normal inputs, rows with a large common offset, large magnitudes and
-  constant rows; see graphopt/verification/draws.py), and ``verify(graph)`` holds after every pass
+  constant rows; see graphopt/verification/draws.py), and on inputs with NaN and infinities
+  (models/random_draws.py), and ``verify(graph)`` holds after every pass
   (``check_each_pass``);
 * optimizing the optimized model gives the same model again (the same ops, attributes included).
 """
@@ -16,6 +17,10 @@ from typing import Any
 import onnx
 
 import graphopt
+from graphopt.files import model_files
+from graphopt.verification.checking import Reference
+from graphopt.verification.numeric import input_specs
+from models.random_draws import adversarial_draws
 from models.random_program import Program
 
 # The fused ops accumulate in float32 where the original computes a spelled-out float16 norm step by
@@ -59,6 +64,17 @@ def ops(model: Any) -> Counter:
     return Counter(str(node.target) for node in model.graph.nodes if node.op == "call_function")
 
 
+def check_adversarial(original: Any, optimized: Any, seed: int = 0) -> None:
+    """The optimized model against the original on the draws of models/random_draws.py."""
+    source = model_files.load(original)
+    draws = adversarial_draws(input_specs(source.graph), seed)
+    if not draws:
+        return
+    reference = Reference.of(source, draws, TOLERANCES)
+    verdict = reference.check(optimized)
+    assert verdict["ok"], verdict["summary"]
+
+
 def check_idempotent(once: Any, seed: int = 0) -> None:
     twice, _ = optimize_checked(once, seed=seed)
     first, second = ops(once), ops(twice)
@@ -69,7 +85,9 @@ def check_program(program: Program, form: str, *, idempotence: bool = True) -> d
     """Raises AssertionError (or the optimizer's error) when a property fails; returns the rule counts."""
     # Each program's check draws its own inputs (the seed of its weights), so a long run meets
     # many inputs of every kind rather than one set per shape.
-    once, report = optimize_checked(build(program, form), seed=program.seed)
+    original = build(program, form)
+    once, report = optimize_checked(original, seed=program.seed)
+    check_adversarial(original, once, program.seed)
     if idempotence:
         check_idempotent(once, program.seed)
     return report.rule_counts

@@ -5,7 +5,8 @@ user inputs alike), and each floating result is stored in the dtype its ``meta["
 one of ``stored_rounding``'s modes (not rounded, rounded, rounded with noise). The numeric check
 asks it when the optimized program and the original disagree
 (``graphopt.verification.float64_check``). Programs it cannot evaluate so give None (an op without
-a float64 kernel, a reinterpretation of bits, an in-place write, a result of unknown dtype).
+a float64 kernel, a reinterpretation of bits, an in-place write, a result of unknown dtype, weights
+beyond ``onnx_float64.MAX_WEIGHT_BYTES``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from torch import fx
 from torch.export.graph_signature import InputKind, OutputKind
 
 from ..verification.stored_rounding import MODES, store
+from .onnx_float64 import MAX_WEIGHT_BYTES
 from .torch_arrays import to_numpy, to_torch
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,12 @@ def float64_outputs(
     if any(_unsupported(node) for node in graph.nodes):
         return None
     signature = program.graph_signature
+    weights = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+    state = [_state(program, s) for s in signature.input_specs if s.kind in weights]
+    held = sum(t.numel() * t.element_size() for t in state if isinstance(t, torch.Tensor))
+    if held > MAX_WEIGHT_BYTES:  # (as for ONNX models: each evaluation holds a float64 copy)
+        log.info("no float64 evaluation of the original: %d bytes of weights", held)
+        return None
     users = [i for i, s in enumerate(signature.output_specs) if s.kind == OutputKind.USER_OUTPUT]
     try:
         results = []

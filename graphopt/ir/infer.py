@@ -116,9 +116,14 @@ def reshape_shape(shape: Shape | None, spec: tuple[int, ...]) -> Shape:
     ]
     if -1 in out:
         where = out.index(-1)
-        out[where] = (
-            None if shape is None else _inferred_dim(shape, [d for i, d in enumerate(out) if i != where])
-        )
+        if shape is None:
+            out[where] = None
+        else:
+            # A dim copied with 0 is the input's own, known or not: it cancels out of both sides.
+            copied = {i for i, d in enumerate(spec) if d == 0 and i < len(shape)}
+            kept = [d for i, d in enumerate(shape) if i not in copied]
+            others = [d for i, d in enumerate(out) if i != where and i not in copied]
+            out[where] = _inferred_dim(tuple(kept), others)
     return tuple(None if d == 0 and shape is None else d for d in out)
 
 

@@ -74,9 +74,11 @@ def _tanh(x):
 
 @triton.jit
 def _gelu(x, tail):
-    """x * Phi(x) from tail = Phi(-|x|): Phi(|x|) = 1 - tail, so the negative side has no
-    cancellation."""
-    return x * tl.where(x >= 0.0, 1.0 - tail, tail)
+    """x * Phi(x) from tail = Phi(-|x|) (fitted for |x| <= GELU_CLAMP): Phi(|x|) = 1 - tail, so the
+    negative side has no cancellation. Below -GELU_CLAMP the factor is 0, as Phi(x) is to 6e-9: x *
+    Phi(-6) would make -1e21 of -1e30 and -inf of -inf, where x * Phi(x) is -0 and NaN (-inf * 0),
+    as torch and ONNX Runtime give. (NaN fails both comparisons: NaN * 0 stays NaN.)"""
+    return x * tl.where(x >= 0.0, 1.0 - tail, tl.where(x >= -GELU_CLAMP, tail, 0.0))
 
 
 @triton.jit

@@ -4,12 +4,17 @@ Rows are [BLOCK_M, BLOCK_N] tiles of fp32 values whose masked-off lanes hold 0. 
 runtime code of ``graphopt.fused.spec.Norm``: layer norm subtracts the mean, RMS norm does not,
 so both share one code path with a center that is the mean or 0.
 
-Layer norm's statistics are taken of the row minus its first element (``first``, loaded by the
-caller): rows with a large common offset (1000 + noise) would otherwise lose the noise's low bits
-in the fp32 sum, and the mean's own rounding (half an ulp of 1000, 3e-5) would shift every
-normalized value by 3e-4 where the spread is 0.1. Differences of nearby floats are exact, so the shifted
-row keeps every bit of the spread, and the mean of the shifted row is small and exact enough. The
-normalized value is ``(x - first) - shifted_mean``, never ``x - mean``, for the same reason.
+Layer norm's statistics are taken around a pivot, the row's plain fp32 mean, by the corrected
+two-pass formulas (Chan, Golub and LeVeque): d = x - pivot, mean = pivot + sum(d) / n and variance
+sum(d^2) / n - (sum(d) / n)^2. The pivot is off by the rounding of a sum of the row (6e-4 on rows of
+1000 + noise), which sum(d) corrects; a value near the pivot (a row with a large common offset) loses
+nothing in x - pivot, which is exact there; and where x is far from the pivot, d keeps x - mean to
+fp32's relative precision, as the unfused norm's x - mean does. The normalized value is
+``d - sum(d) / n``, never ``x - mean``: the mean's rounding would shift every value by it. (A shift by
+the row's first element, as before, rounded every difference by up to half an ulp of that element: a
+row whose first element is far from the rest, 10^4 beside N(0, 1), had its other values off by
+D * 2^-24 relative, 6e-5 at D = 1024, where PyTorch's layer_norm is off by 3e-7.) Rows too long for one
+block take the mean of their first chunk as the pivot (see ``chunk_stats_update``).
 """
 
 import triton
@@ -22,25 +27,29 @@ LAYER = tl.constexpr(0)  # graphopt.fused.spec.Norm.LAYER; RMS is 1
 
 
 @triton.jit
-def row_shift(first, norm):
-    """What layer norm's statistics are taken around: the row's first element (RMS norm: 0)."""
-    return tl.where(norm == LAYER, first, 0.0)
+def row_pivot(x, count, norm):
+    """What layer norm's statistics are taken around: the plain fp32 mean of the tile's rows over
+    ``count`` columns (masked-off lanes 0); RMS norm: 0. Each value is scaled before the sum, so rows
+    near the top of the type (bf16's reaches float32's) do not overflow it."""
+    return tl.where(norm == LAYER, tl.sum(x * (1.0 / count), axis=1), 0.0)
 
 
 @triton.jit
-def block_stats(x, first, mask, cols, norm, eps, EVEN: tl.constexpr):
-    """(centered rows, rstd) of whole rows held in one tile, ``first`` being each row's first
-    element; the variance is biased, as the norms define. ``EVEN``: every lane is a real column
-    (cols == BLOCK_N), so no lane needs masking out of the sums (rows past the end give
-    statistics that nothing stores). Masked-off lanes of the centered rows hold 0 unless EVEN."""
+def block_stats(x, mask, cols, norm, eps, EVEN: tl.constexpr):
+    """(centered rows, rstd) of whole rows held in one tile (masked-off lanes 0); the variance is
+    biased, as the norms define. ``EVEN``: every lane is a real column (cols == BLOCK_N), so no lane
+    needs masking out of the sums (rows past the end give statistics that nothing stores).
+    Masked-off lanes of the centered rows hold 0 unless EVEN."""
     # Products with one reciprocal, not a division per row (a compile-time one when EVEN): short
     # rows spend a visible share of their instructions on per-row work.
     inv_cols = 1.0 / x.shape[1] if EVEN else 1.0 / cols
-    shift = row_shift(first, norm)
-    shifted = x - shift[:, None] if EVEN else tl.where(mask, x - shift[:, None], 0.0)
+    pivot = tl.where(norm == LAYER, tl.sum(x * inv_cols, axis=1), 0.0)  # (scaled first: see row_pivot)
+    shifted = x - pivot[:, None] if EVEN else tl.where(mask, x - pivot[:, None], 0.0)
+    # The two sums of the shifted row are independent: one reduction's latency, not two in a row.
     mean = tl.where(norm == LAYER, tl.sum(shifted, axis=1) * inv_cols, 0.0)
+    variance = tl.sum(shifted * shifted, axis=1) * inv_cols - mean * mean
     centered = shifted - mean[:, None] if EVEN else tl.where(mask, shifted - mean[:, None], 0.0)
-    return centered, _rstd(tl.sum(centered * centered, axis=1) * inv_cols, eps)
+    return centered, _rstd(variance, eps)
 
 
 @triton.jit
@@ -53,10 +62,11 @@ def _rstd(variance, eps):
 
 @triton.jit
 def chunk_stats_update(shifted, mask, start, cols, norm, mean, m2, BLOCK_N: tl.constexpr):
-    """Folds the chunk at column ``start`` of the shifted rows (x - row_shift, masked-off lanes 0)
-    into their running (mean, M2) by Chan's pairwise update, which avoids the cancellation of
-    sum-of-squares formulas on long rows. RMS norm keeps every mean at 0, so M2 is then the plain
-    sum of squares."""
+    """Folds the chunk at column ``start`` of the shifted rows (x - row_pivot of the first chunk,
+    masked-off lanes 0) into their running (mean, M2) by Chan's pairwise update, which avoids the
+    cancellation of sum-of-squares formulas on long rows. RMS norm keeps every mean at 0, so M2 is
+    then the plain sum of squares. (The first chunk's mean is near the row's mean unless the row's
+    chunks differ wildly, and then the row's spread is large beside the pivot's error.)"""
     n = tl.minimum(cols - start, BLOCK_N).to(tl.float32)
     chunk_mean = tl.where(norm == LAYER, tl.sum(shifted, axis=1) / n, 0.0)
     centered = tl.where(mask, shifted - chunk_mean[:, None], 0.0)
@@ -95,7 +105,7 @@ def masked_by(mask, flag):
 
 @triton.jit
 def center(x, shift, mean):
-    """x minus the row's mean, from the shift and the shifted row's mean (see the module's doc)."""
+    """x minus the row's mean, from the pivot and the shifted row's mean (see the module's doc)."""
     return (x - shift[:, None]) - mean[:, None]
 
 

@@ -27,6 +27,16 @@ from .numeric import Tolerance, compare, input_specs, resolve_tolerances
 
 log = logging.getLogger(__name__)
 
+# What the float64 second opinion (float64_check) may cost. An evaluation of the original in float64
+# computes about (elements of the draw's inputs) x (nodes of the original) values of 8 bytes, and
+# ONNX's reference evaluator keeps each until the run ends: one evaluation may compute at most
+# FLOAT64_VALUES of them (4 GiB by that count), all evaluations of one check FLOAT64_WORK (seconds
+# of a CPU core: the seed's 4M-element input through its 69 nodes takes 0.4 s an evaluation). Past
+# these the plain verdict stands, and says so. (Ten evaluations of that input took a damaged file
+# past the loader fuzzing's 120 s on a loaded machine.)
+FLOAT64_VALUES = 1 << 29
+FLOAT64_WORK = 1 << 32
+
 Inputs = Mapping[str, np.ndarray] | str | os.PathLike
 
 
@@ -46,10 +56,9 @@ def prepare_draws(
         return [Draw("given", feeds_from_arrays(graph, arrays))]
     try:
         specs = input_specs(graph, input_shapes)
+        return random_draws(specs, seed)
     except ValueError as error:
         raise BadInput(str(error)) from None
-    try:
-        return random_draws(specs, seed)
     except MemoryError:
         sizes = ", ".join(f"{name}: {dtype.name}{list(shape)}" for name, (dtype, shape) in specs.items())
         raise BadInput(
@@ -79,6 +88,8 @@ class Reference:
     tolerances: dict[DType, Tolerance]
     original: Any = None  # (for the float64 evaluation that judges a disagreement again)
     float64: dict[int, dict | None] = field(default_factory=dict)  # per draw and mode, when needed
+    nodes: int = 1  # (the original's, for the cost of a float64 evaluation)
+    float64_work: int = 0  # (values computed by float64 evaluations so far)
 
     @classmethod
     def of(cls, source: model_files.Source, draws: Sequence[Draw], tolerances=None) -> Reference:
@@ -95,7 +106,10 @@ class Reference:
                 f"({_first_line(error)}); use --no-verify to skip the check"
             ) from None
         tolerances = resolve_tolerances(tolerances)
-        return cls(source.frontend, list(draws), names, outputs, base, tolerances, source.original)
+        return cls(
+            source.frontend, list(draws), names, outputs, base, tolerances, source.original,
+            nodes=max(len(source.graph), 1),
+        )  # fmt: skip
 
     @property
     def feeds(self) -> dict[str, np.ndarray]:
@@ -150,7 +164,11 @@ class Reference:
             return verdict
         draw = self.draws[index]
         tolerances = draw.tolerances(self.tolerances)
+        judged = verdict
         for modes in ((EXACT, STORED), MODES):
+            over = self._over_budget(index, modes)
+            if over:
+                return {**judged, "summary": f"{judged['summary']} (no float64 second opinion: {over})"}
             evaluations = self._float64(index, modes)
             if evaluations is None or any(len(run) != len(got) for run in evaluations.values()):
                 return verdict
@@ -158,6 +176,23 @@ class Reference:
             if judged["ok"]:
                 return judged
         return judged
+
+    def _over_budget(self, index: int, modes: Sequence[int]) -> str | None:
+        """Why the float64 evaluations of draw ``index`` in ``modes`` not yet made would cost too
+        much (FLOAT64_VALUES, FLOAT64_WORK), or None; charges them when they do not."""
+        known = self.float64.get(index, {})
+        missing = [mode for mode in modes if mode not in (known or ())]
+        if known is None or not missing:
+            return None  # (nothing to evaluate, or the original cannot be evaluated in float64)
+        elements = sum(int(np.size(a)) for a in self.draws[index].feeds.values())
+        values = max(elements, 1) * self.nodes
+        if values > FLOAT64_VALUES or self.float64_work + values * len(missing) > FLOAT64_WORK:
+            return (
+                f"{len(missing)} evaluation(s) of {elements} input elements through {self.nodes} nodes "
+                "exceed its budget; smaller sizes (--input-shape) get one"
+            )
+        self.float64_work += values * len(missing)
+        return None
 
     def _float64(self, index: int, modes: Sequence[int]) -> dict[int, list] | None:
         """The original's float64 evaluations of draw ``index`` in ``modes``, each computed once."""

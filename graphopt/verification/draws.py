@@ -87,12 +87,44 @@ ILL_CONDITIONED_SLACK: dict[DType, float] = {
 }
 
 
+# What the draws of one check may take in all: every draw holds each input, and drawing a float input
+# takes a float64 array of its size besides. (A damaged file declaring a dim of 10^9 asked for 14 GB
+# and 80 s of drawing before anything said no.) The seed at N = 512 (a 512 MiB input) takes 3 GiB.
+MAX_DRAWS_BYTES = 4 << 30
+
+
+def draws_bytes(specs: Mapping[str, tuple[DType, tuple[int, ...]]]) -> int:
+    """The memory ``random_draws`` would take for ``specs``, computed without allocating."""
+    sizes = {name: int(np.prod(shape, dtype=np.float64)) for name, (_, shape) in specs.items()}
+    floats = [name for name, (dtype, _) in specs.items() if dtype.is_float]
+    count = 1 + len(_stress_kinds({name: specs[name][0] for name in floats}))
+    stored = count * sum(sizes[name] * dtype.itemsize for name, (dtype, _) in specs.items())
+    return stored + 8 * max((sizes[name] for name in floats), default=0)
+
+
+def _stress_kinds(float_dtypes: Mapping[str, DType]) -> list[str]:
+    """The stress draws made for inputs of these float dtypes (see ``random_draws``)."""
+    if not float_dtypes:
+        return []
+    offset = any(STRESS[dtype].offset is not None for dtype in float_dtypes.values())
+    return ["offset"] * offset + ["large", "constant rows"]
+
+
 def random_draws(specs: Mapping[str, tuple[DType, tuple[int, ...]]], seed: int = 0) -> list[Draw]:
     """The numeric check's inputs: the standard-normal draw (``random_inputs``), then, where some
     input is a float, draws that stress the dtypes: a large common offset, large magnitudes, and
     rows constant along the last axis (small multiples of 1/4, whose sums and means are exact in
     any order, so the statistics of every careful computation are exactly 0). Non-float inputs keep
-    the first draw's values."""
+    the first draw's values. ValueError, before anything is allocated, where they would take more
+    than MAX_DRAWS_BYTES."""
+    needed = draws_bytes(specs)
+    if needed > MAX_DRAWS_BYTES:
+        described = ", ".join(f"{name}: {dtype.name}{list(shape)}" for name, (dtype, shape) in specs.items())
+        raise ValueError(
+            f"the numeric check's random inputs would take {needed / 2**30:.1f} GiB ({described}; at most "
+            f"{MAX_DRAWS_BYTES >> 30} GiB); give smaller sizes with --input-shape, real inputs with "
+            "--inputs, or skip the check with --no-verify"
+        )
     normal = random_inputs(specs, seed)
     draws = [Draw("normal", normal)]
     floats = {name: spec for name, spec in specs.items() if spec[0].is_float}
@@ -101,17 +133,16 @@ def random_draws(specs: Mapping[str, tuple[DType, tuple[int, ...]]], seed: int =
     rng = np.random.default_rng(seed + 1)
     offset, large, constant = {}, {}, {}
     for name, (dtype, shape) in floats.items():
+        # Each float64 array is stored in the input's dtype as soon as it is drawn, so that one at a
+        # time exists (``draws_bytes``).
         stress = STRESS[dtype]
         if stress.offset is not None:
-            offset[name] = stress.offset + stress.spread * rng.standard_normal(shape)
-        large[name] = stress.large * rng.standard_normal(shape)
+            offset[name] = (stress.offset + stress.spread * rng.standard_normal(shape)).astype(dtype.numpy)
+        large[name] = (stress.large * rng.standard_normal(shape)).astype(dtype.numpy)
         rows = rng.integers(-8, 9, size=shape[:-1] + (1,) if shape else ()) / 4.0
-        constant[name] = np.broadcast_to(rows, shape)
+        constant[name] = np.asarray(np.broadcast_to(rows, shape), order="C").astype(dtype.numpy)
     stressed = (("offset", offset, True), ("large", large, False), ("constant rows", constant, True))
     for name, values, ill_conditioned in stressed:
         if values:
-            feeds = dict(normal)
-            for key, array in values.items():
-                feeds[key] = np.asarray(array, order="C").astype(specs[key][0].numpy)
-            draws.append(Draw(name, feeds, stress=True, ill_conditioned=ill_conditioned))
+            draws.append(Draw(name, {**normal, **values}, stress=True, ill_conditioned=ill_conditioned))
     return draws

@@ -41,3 +41,15 @@ class Accumulates(torch.nn.Module):
 def test_a_program_that_writes_in_place_has_no_float64_evaluation():
     program = torch.export.export(Accumulates(), (torch.zeros(4),))
     assert float64_outputs(program, [{"x": np.ones(4, np.float32)}]) is None
+
+
+def test_a_program_with_more_weights_than_the_limit_has_no_float64_evaluation(monkeypatch):
+    """Each evaluation holds a float64 copy of every weight, as for ONNX models."""
+    from graphopt.frontends import torch_float64
+
+    program = torch.export.export(SumThenSquare(), (torch.zeros(4, dtype=torch.float16),))
+    feeds = [{"x": np.ones(4, np.float16)}]
+    monkeypatch.setattr(torch_float64, "MAX_WEIGHT_BYTES", 8)
+    assert float64_outputs(program, feeds) is not None
+    monkeypatch.setattr(torch_float64, "MAX_WEIGHT_BYTES", 7)
+    assert float64_outputs(program, feeds) is None

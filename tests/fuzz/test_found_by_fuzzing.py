@@ -1,6 +1,7 @@
 """Regression tests for what the fuzzing of the loaders and the command line found: each damaged
 file once ended in a traceback, an internal error, a wrong exit code or more than one line."""
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -268,3 +269,52 @@ def test_a_declared_width_beside_a_symbolic_batch_is_not_trusted(tmp_path):
     assert [values[name].shape for name in ("p", "d", "n")] == [("batch", 8)] * 3
     code, stderr, problem = run(tmp_path, "optimize", _save(tmp_path, built))
     assert (code, problem) == (0, None), stderr
+
+
+def test_a_dim_of_a_billion_is_refused_before_the_check_draws_inputs(tmp_path, monkeypatch):
+    """A graph input's dim damaged to 10^9 (fp16: 2 GB a draw, under the 2 GiB limit of one draw):
+    the check drew its inputs for 80 s (146 s on a loaded machine) before running out of memory,
+    past the fuzzing's time limit, though the runtime then refuses the model anyway."""
+    from graphopt.verification import draws
+
+    def allocates(*args, **kwargs):
+        raise AssertionError("inputs drawn")
+
+    monkeypatch.setattr(draws, "random_inputs", allocates)
+    built = model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [info("x", [1, 10**9], TensorProto.FLOAT16)],
+        [info("y", [1, 10**9], TensorProto.FLOAT16)],
+    )
+    _one_error_line(tmp_path, _save(tmp_path, built), "random inputs would take 13.0 GiB", "--input-shape")
+
+
+def test_a_pt2_whose_linear_weight_is_damaged_to_1e35_is_checked_exactly(
+    tmp_path, tmp_path_factory, monkeypatch
+):
+    """Loader fuzz case 6584: ten bytes of split_stack.pt2's linear weight overwritten (one value
+    -1.1e35). The fused ops' CPU implementations rounded their statistics otherwise than the native
+    norm the original runs, the check disagreed, and its float64 second opinion evaluated the
+    original ten times on the 4M-element input, past the fuzzing's 120 s. On the CPU the fused ops
+    now call the native ops: every draw agrees exactly, and nothing is evaluated in float64."""
+    from graphopt.verification import float64_check
+
+    with zipfile.ZipFile(REPO / "models" / "split_stack.pt2") as archive:
+        members = [(info.filename, archive.read(info.filename)) for info in archive.infolist()]
+    path = tmp_path / "case.pt2"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for name, body in members:
+            if name.endswith("data/weights/weight_0"):
+                body = body[:919] + bytes.fromhex("0b8aafb0f98417d026fb") + body[929:]
+                assert np.frombuffer(body, np.float32).min() < -1e35
+            archive.writestr(name, body)
+
+    def evaluates(*args, **kwargs):
+        raise AssertionError("the float64 second opinion was asked")
+
+    monkeypatch.setattr(float64_check, "float64_reference", evaluates)
+    report = tmp_path_factory.mktemp("report") / "report.json"
+    code, stderr, problem = run(tmp_path, "optimize", path, "--report-json", report)
+    assert (code, problem) == (0, None), stderr
+    draws = json.loads(report.read_text())["verification"]["draws"]
+    assert [d["summary"] for d in draws] == ["1 output(s), max abs error 0"] * 4

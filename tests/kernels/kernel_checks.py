@@ -61,3 +61,18 @@ def assert_matches(out: torch.Tensor, ref: np.ndarray, dtype: torch.dtype, what:
     bound = 2 * tol * max(1.0, float(np.abs(ref).max()) if ref.size else 0.0)
     assert rel <= tol, f"{what}: relative error {rel:.3g} > {tol:g}"
     assert worst <= bound, f"{what}: max abs error {worst:.3g} > {bound:.3g}"
+
+
+def assert_same_specials(got: np.ndarray, ref: np.ndarray, dtype: torch.dtype, what: str) -> None:
+    """NaN and infinities exactly where the reference, stored in ``dtype``, has them; the rest
+    close to it (within the dtype's tolerance, relative and absolute)."""
+    with np.errstate(over="ignore"):
+        stored = f64(torch.from_numpy(ref).to(dtype))
+    for name, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+        wrong = np.flatnonzero(test(got) != test(stored))
+        assert not wrong.size, (
+            f"{what}: {name} differs at {wrong[:8]}: got {got.flat[wrong[:8]]}, want {stored.flat[wrong[:8]]}"
+        )
+    finite = np.isfinite(stored)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got[finite], stored[finite], rtol=tol, atol=tol, err_msg=what)

@@ -9,6 +9,7 @@ import triton.language as tl
 from kernel_checks import device
 
 from graphopt.fused import Activation
+from graphopt.fused.spec import activation_reference
 from graphopt.kernels.activations import apply_activation
 
 BLOCK = 1024
@@ -56,7 +57,7 @@ def test_gelu_for_16_bit_results_is_within_a_quarter_of_their_rounding(storage, 
     got, want = activated(x, Activation.GELU, storage), exact_gelu(x)
     relative = np.abs(got - want) / np.maximum(np.abs(want), 1e-30)
     assert relative[np.abs(x) > 1e-20].max() <= bound
-    # Past the clamp the tail is Phi(-6) < 1e-9 instead of smaller: off by less than 1e-9 * |x|.
+    # Past the clamp the tail is Phi(-6) < 1e-9 and the negative side 0: off by less than 1e-9 * |x|.
     far = np.array([-30.0, -7.0, 7.0, 30.0])
     assert np.all(np.abs(activated(far, Activation.GELU, storage) - exact_gelu(far)) <= 1e-9 * np.abs(far))
 
@@ -76,3 +77,17 @@ def test_tanh(storage):
     tolerance = 2.0**-10.9 if storage == tl.bfloat16 and device() == "cuda" else 3 * 2.0**-23
     assert np.abs(got - np.tanh(x)).max() <= tolerance
     assert np.all(np.abs(got) <= 1.0)
+
+
+@pytest.mark.parametrize("storage", [tl.float32, tl.float16, tl.bfloat16], ids=str)
+@pytest.mark.parametrize("act", list(Activation), ids=lambda a: a.attr)
+def test_non_finite_and_huge_inputs_give_what_the_reference_gives(storage, act):
+    """NaN where the float64 reference has NaN (relu of NaN, gelu and silu of -inf: -inf * 0),
+    its infinities, and its values elsewhere: gelu(-1e30) is -0, not -1e30 * Phi(-6)."""
+    x = np.array([np.nan, np.inf, -np.inf, -1e30, 1e30, -3e38, -100.0, -6.5, 0.0, 2.0])
+    got = activated(x, act, storage)
+    want = activation_reference(act, x.astype(np.float32).astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"NaN of {x}")
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=4e-3, atol=1e-8)

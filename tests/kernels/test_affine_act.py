@@ -3,7 +3,15 @@ import math
 import numpy as np
 import pytest
 import torch
-from kernel_checks import TOLERANCE, assert_matches, device, f64, generator, poisoned, random_vector
+from kernel_checks import (
+    assert_matches,
+    assert_same_specials,
+    device,
+    f64,
+    generator,
+    poisoned,
+    random_vector,
+)
 
 from graphopt.fused.affine_act.spec import AFFINE_ACT
 from graphopt.fused.affine_act.torch_impl import launch
@@ -25,20 +33,6 @@ def run(x, scale, bias, act: Activation, axis: int, tol=None):
     else:
         assert_same_specials(f64(y), ref, x.dtype, what)
     return y
-
-
-def assert_same_specials(got, ref, dtype, what):
-    """NaN and infinities where the reference, stored in ``dtype``, has them; the rest close to it."""
-    with np.errstate(over="ignore"):
-        stored = f64(torch.from_numpy(ref).to(dtype))
-    for name, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
-        wrong = np.flatnonzero(test(got) != test(stored))
-        assert not wrong.size, (
-            f"{what}: {name} differs at {wrong[:8]}: got {got.flat[wrong[:8]]}, want {stored.flat[wrong[:8]]}"
-        )
-    finite = np.isfinite(stored)
-    tol = TOLERANCE[dtype]
-    np.testing.assert_allclose(got[finite], stored[finite], rtol=tol, atol=tol, err_msg=what)
 
 
 def inputs(shape, dtype, axis, *key, mean=0.0, std=1.0, scale=True, bias=True):

@@ -175,6 +175,9 @@ def test_a_reshape_to_minus_one_cancels_the_symbolic_dims_it_keeps():
     assert reshape_shape(("s", 4, 3), (-1, 3)) == (None, 3)
     assert reshape_shape(("s", "t", 3), (0, -1)) == ("s", None)
     assert reshape_shape((2, 4, 3), (0, -1)) == (2, 12)
+    # (seed 4361: a dim unknown but copied with 0 cancels too, and a GELU after it fused in one run)
+    assert reshape_shape((None, 1, 2, 6), (0, 0, -1)) == (None, 1, 12)
+    assert reshape_shape((None, 2, 6), (2, -1)) == (2, None)
 
 
 class _BatchedChainsThenAddNorm(torch.nn.Module):
@@ -382,7 +385,7 @@ def test_sums_that_differ_by_a_no_op_reshape_merge_in_the_first_run():
 
 # The random programs each bug was found as (models/random_program.py seeds), replayed as they were.
 FOUND_AS = [("onnx", 3441), ("onnx", 4896), ("onnx", 9509), ("onnx", 2060), ("onnx", 4073), ("onnx", 4429),
-            ("torch", 241), ("torch", 912)]  # fmt: skip
+            ("onnx", 4361), ("torch", 241), ("torch", 912)]  # fmt: skip
 
 
 @pytest.mark.parametrize(("form", "seed"), FOUND_AS)

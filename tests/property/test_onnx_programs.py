@@ -1,7 +1,7 @@
 from hypothesis import HealthCheck, given, settings
 from program_strategies import programs
 
-from models.random_checks import build, check_idempotent, optimize_checked
+from models.random_checks import build, check_adversarial, check_idempotent, optimize_checked
 
 SETTINGS = settings(
     max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
@@ -11,7 +11,9 @@ SETTINGS = settings(
 @SETTINGS
 @given(programs())
 def test_optimize_preserves_outputs_and_every_pass_keeps_the_graph_valid(program):
-    optimize_checked(build(program, "onnx"))
+    original = build(program, "onnx")
+    optimized, _ = optimize_checked(original)
+    check_adversarial(original, optimized)
 
 
 @settings(SETTINGS, max_examples=60)

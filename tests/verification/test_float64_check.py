@@ -5,6 +5,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from graphopt.files import model_files as io
+from graphopt.verification import checking, float64_check
 from graphopt.verification.checking import Reference
 from graphopt.verification.draws import Draw
 from graphopt.verification.float64_check import rejudge
@@ -97,8 +98,8 @@ def _spelled_layer_norm(eps: float, *, in_float64: bool = False):
     graph = helper.make_graph(
         nodes,
         "norm",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", 8])],
         [numpy_helper.from_array(np.asarray(np.float32(eps), wide), "eps")],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
@@ -130,3 +131,51 @@ def test_a_model_right_but_for_the_originals_rounding_passes_where_the_plain_che
     assert "no farther than the original from its float64 evaluation" in verdict["summary"]
     original = verdict["outputs"][0]["float64"]["max_abs_original"]
     assert verdict["outputs"][0]["float64"]["max_abs_optimized"] < original / 10
+
+
+def _offset_rows(rows: int) -> dict[str, np.ndarray]:
+    values = np.float32(3000.0) + np.float32(0.05) * np.random.default_rng(1).standard_normal((rows, 8))
+    return {"x": values.astype(np.float32)}
+
+
+def test_the_second_opinion_is_bounded_by_the_size_of_the_draw(monkeypatch):
+    """Each float64 evaluation runs the whole original in float64: ten of them on the seed's
+    4M-element input took a damaged file past the loader fuzzing's time limit. Draws whose
+    evaluations would cost more than the budget keep the plain verdict, which says why."""
+    asked = []
+    original_reference = float64_check.float64_reference
+
+    def counting(frontend, original, feeds, base, modes):
+        asked.append((feeds[0]["x"].shape, tuple(modes)))
+        return original_reference(frontend, original, feeds, base, modes)
+
+    monkeypatch.setattr(float64_check, "float64_reference", counting)
+    source = io.load(_spelled_layer_norm(1e-5))
+    nodes = len(source.graph)
+    draws = [Draw("small", _offset_rows(4), stress=True), Draw("large", _offset_rows(64), stress=True)]
+    # One evaluation of the small draw fits, the large one's does not; the work left after the small
+    # draw's exact and stored evaluations is one more evaluation of it.
+    monkeypatch.setattr(checking, "FLOAT64_VALUES", 32 * nodes)
+    monkeypatch.setattr(checking, "FLOAT64_WORK", 3 * 32 * nodes)
+    reference = Reference.of(source, draws)
+
+    verdict = reference.check(_spelled_layer_norm(1e-5, in_float64=True))
+
+    assert asked == [((4, 8), (EXACT, STORED))]
+    assert verdict["draws"][0]["ok"], verdict["draws"][0]["summary"]
+    assert not verdict["ok"]
+    assert verdict["summary"].startswith("on the large inputs, y: max abs error")
+    assert verdict["summary"].endswith(
+        "(no float64 second opinion: 2 evaluation(s) of 512 input elements through "
+        f"{nodes} nodes exceed its budget; smaller sizes (--input-shape) get one)"
+    )
+    assert reference.float64_work == 2 * 32 * nodes
+
+
+def test_the_default_budget_evaluates_the_seeds_input():
+    source = io.load("models/split_stack.onnx")
+    elements = int(np.prod(source.graph.inputs[0].shape))
+    assert elements == 4 * 2**20
+    values = elements * len(source.graph)
+    assert values <= checking.FLOAT64_VALUES
+    assert 2 * values + 8 * values <= checking.FLOAT64_WORK  # exact, stored and every noisy mode of one draw

@@ -1,44 +1,11 @@
 // AffineAct on the CPU: rows of X converted to float, scaled, shifted, activated and rounded back,
 // split into chunks for the thread pool.
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 
 #include "affine_act/ort_kernel.h"
 #include "cpu_rows.h"
 
 namespace graphopt {
-
-namespace {
-
-// x * g(x) activations below this are -0 to float precision (|silu(-100)| < 4e-42); the shared row
-// activations are accurate where a normalized value can fall, not here (their clamped exponential
-// makes silu(-3e38) -1.8), and give 0 for -inf where torch and ONNX's ops give -inf * 0, NaN.
-constexpr float kNegligibleBelow = -100.0f;
-
-bool ScalesItsInput(Activation activation) {
-  return activation == Activation::kSilu || activation == Activation::kGelu || activation == Activation::kGeluTanh;
-}
-
-void ActivateRow(Activation activation, float* v, int64_t n) {
-  bool far_negative = false;
-  if (ScalesItsInput(activation))
-    for (int64_t i = 0; i < n; ++i) far_negative |= v[i] < kNegligibleBelow;
-  if (!far_negative) {
-    cpu::Activate(activation, v, n);
-    return;
-  }
-  float* before = cpu::Scratch(1, static_cast<size_t>(n));
-  std::copy(v, v + n, before);
-  cpu::Activate(activation, v, n);
-  for (int64_t i = 0; i < n; ++i) {
-    if (before[i] < kNegligibleBelow)
-      v[i] = std::isinf(before[i]) ? std::numeric_limits<float>::quiet_NaN() : -0.0f;
-  }
-}
-
-}  // namespace
 
 void AffineActCpu(const AffineActParams& p, const ParallelFor& parallel_for) {
   if (p.rows == 0 || p.cols == 0) return;
@@ -62,7 +29,7 @@ void AffineActCpu(const AffineActParams& p, const ParallelFor& parallel_for) {
         if (bias != nullptr)
           for (int64_t i = 0; i < cols; ++i) v[i] += bias[i];
       }
-      ActivateRow(p.activation, v, cols);
+      cpu::Activate(p.activation, v, cols);
       cpu::StoreRow(p.dtype, v, p.y, offset, cols);
     }
   });

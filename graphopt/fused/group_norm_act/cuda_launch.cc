@@ -11,7 +11,7 @@
 namespace graphopt::cuda {
 namespace {
 
-constexpr int64_t kPartialFloats = 2;  // launch_rule.PARTIAL_FLOATS
+constexpr int64_t kPartialFloats = 3;  // launch_rule.PARTIAL_FLOATS
 
 // What a launch of the shape runs: the whole kernel, or the split kernels cutting each run into
 // `chunks` chunks of `chunk` elements (launch_rule.chunking).

@@ -42,7 +42,7 @@ _LOOP = Tier(2**62, 1, 4096, 8, looped=True, aligned=False)
 _SPLIT_ROWS, _SPLIT_COLS, _MAX_CHUNKS = 255, 8192, 64
 _SPLIT_SHAPES = {4: (4096, 8), 2: (4096, 4)}  # element bytes -> (block_n, num_warps)
 
-PARTIAL_FLOATS = 2  # per chunk: the mean of its elements minus the run's shift, and their M2
+PARTIAL_FLOATS = 3  # per chunk: its pivot, the mean of its elements minus the pivot, and their M2
 
 
 def _split_tiers(element_bytes: int) -> tuple[Tier, ...]:

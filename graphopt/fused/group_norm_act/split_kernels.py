@@ -5,14 +5,16 @@ two kernels run one program per chunk:
 
 1. ``group_norm_stats_kernel`` reads its chunk (X, + Residual rounded to the storage type and, when
    asked, stored as ResidualSum) and writes the chunk's partial statistics to a float32 scratch
-   buffer P: the mean of its elements minus the run's shift (the run's first element, so a large
-   common offset costs no precision, as in the whole kernel) and their M2 (sum of squared
-   deviations from that mean, by Chan's update block by block). The chunk's count follows from the
-   shape, so it is not stored.
-2. ``group_norm_apply_kernel`` loads its run's partials, merges them (Chan's parallel formula:
-   mean = sum(n_i mean_i) / n, M2 = sum(M2_i) + sum(n_i (mean_i - mean)^2), every term non-negative),
-   then normalizes, scales, shifts and activates its chunk: from ResidualSum where the statistics
-   kernel stored it (one tensor read, not two), else from X (+ Residual, rounded again alike).
+   buffer P: its pivot (the plain mean of its first block), the mean of its elements minus the pivot
+   and their M2 (sum of squared deviations from that mean, by Chan's update block by block), as the
+   whole kernel takes a run's (graphopt/kernels/row_norm.py: a large common offset costs no
+   precision, nor does an element far from the rest). The chunk's count follows from the shape.
+2. ``group_norm_apply_kernel`` loads its run's partials and merges them around the first chunk's
+   pivot: each chunk's mean relative to it is (pivot_i - pivot_0) + mean_i, the first term exact
+   (pivots of one run are nearby floats), then Chan's parallel formula (mean = sum(n_i mean_i) / n,
+   M2 = sum(M2_i) + sum(n_i (mean_i - mean)^2), every term non-negative). It normalizes, scales,
+   shifts and activates its chunk: from ResidualSum where the statistics kernel stored it (one
+   tensor read, not two), else from X (+ Residual, rounded again alike).
 
 X is read twice. The second read comes from L2 where what the statistics kernel read still fits
 there (50 MB on an H100); past that it comes from HBM, and the launch moves 3/2 of a copy's bytes
@@ -31,7 +33,6 @@ import triton.language as tl
 from graphopt.fused.group_norm_act.kernel_parts import (
     chan_update,
     finish_block,
-    first_of_run,
     load_sum,
     spatial_divider,
 )
@@ -56,31 +57,38 @@ def group_norm_stats_kernel(
     pid = tl.program_id(0)  # row * chunks + chunk
     base, begin, length, _ = _chunk(pid, chunks, chunk, group_size)
     offs = tl.arange(0, BLOCK_N)
-    shift = first_of_run(X, R, base, has_residual)
-    mean = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
-    m2 = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
-    for start in range(0, length, BLOCK_N):
+    mask = offs < length
+    x = load_sum(X, R, S, base + begin + offs, mask, has_residual, write_sum)
+    # The pivot: the plain mean of the first block, each value scaled before the sum (no overflow).
+    pivot = tl.sum(x * (1.0 / tl.minimum(length, BLOCK_N).to(tl.float32)), axis=0)
+    zero = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
+    mean, m2 = chan_update(tl.where(mask, x - pivot, 0.0), 0, length, zero, zero, BLOCK_N)
+    for start in range(BLOCK_N, length, BLOCK_N):
         mask = start + offs < length
         x = load_sum(X, R, S, base + begin + start + offs, mask, has_residual, write_sum)
-        mean, m2 = chan_update(tl.where(mask, x - shift, 0.0), start, length, mean, m2, BLOCK_N)
-    tl.store(P + 2 * pid, mean)
-    tl.store(P + 2 * pid + 1, m2)
+        mean, m2 = chan_update(tl.where(mask, x - pivot, 0.0), start, length, mean, m2, BLOCK_N)
+    tl.store(P + 3 * pid, pivot)
+    tl.store(P + 3 * pid + 1, mean)
+    tl.store(P + 3 * pid + 2, m2)
 
 
 @triton.jit
 def _merged_statistics(P, first, chunks, chunk, group_size, eps, BLOCK_C: tl.constexpr):
-    """(mean, rstd) of a run from its ``chunks`` partials at P[2 * first:]."""
+    """(pivot, mean - pivot, rstd) of a run from its ``chunks`` partials at P[3 * first:], around
+    the first chunk's pivot."""
     j = tl.arange(0, BLOCK_C)
     valid = j < chunks
-    means = tl.load(P + 2 * (first + j), mask=valid, other=0.0)
-    m2s = tl.load(P + 2 * (first + j) + 1, mask=valid, other=0.0)
+    pivot = tl.load(P + 3 * first)
+    pivots = tl.load(P + 3 * (first + j), mask=valid, other=0.0)
+    means = tl.where(valid, (pivots - pivot) + tl.load(P + 3 * (first + j) + 1, mask=valid, other=0.0), 0.0)
+    m2s = tl.load(P + 3 * (first + j) + 2, mask=valid, other=0.0)
     counts = tl.where(valid, tl.minimum(chunk, group_size - j * chunk), 0).to(tl.float32)
     n = group_size * 1.0
     mean = tl.sum(counts * means, axis=0) / n
     spread = tl.where(valid, means - mean, 0.0)
     m2 = tl.sum(m2s, axis=0) + tl.sum(counts * spread * spread, axis=0)
     # (Inductor passes a Python float as fp64; the statistics are fp32 throughout.)
-    return mean, tl.math.rsqrt(m2 / n + tl.cast(eps, tl.float32))
+    return pivot, mean, tl.math.rsqrt(m2 / n + tl.cast(eps, tl.float32))
 
 
 @triton.jit
@@ -92,8 +100,7 @@ def group_norm_apply_kernel(
 ):  # fmt: skip
     pid = tl.num_programs(0) - 1 - tl.program_id(0)  # the statistics kernel's order, reversed
     base, begin, length, row = _chunk(pid, chunks, chunk, group_size)
-    mean, rstd = _merged_statistics(P, row * chunks, chunks, chunk, group_size, eps, BLOCK_C)
-    shift = first_of_run(X, R, base, has_residual)
+    shift, mean, rstd = _merged_statistics(P, row * chunks, chunks, chunk, group_size, eps, BLOCK_C)
     channel0 = (row % groups) * (group_size // spatial)
     magic, shift_bits = spatial_divider(spatial)
     offs = tl.arange(0, BLOCK_N)

@@ -3,14 +3,15 @@ the ahead-of-time table's list of all three kernels.
 
 X (and Residual) are contiguous [N, C, S] (S the product of the spatial dims), so the C / groups
 channels of one (sample, group) are one contiguous run of ``group_size`` = C / groups * S elements.
-The whole kernel takes the statistics of its run in float32 around the run's first element
-(differences of nearby floats are exact: a large common offset costs no precision, as in
-graphopt/kernels/row_norm.py), then normalizes, scales and shifts each element by its channel's
-Scale and Bias and applies the activation. A run that fits one block is read once; a longer one is
-walked twice, the statistics merged block by block with Chan's update (the second read mostly hits
-L2). With a Residual the sum is rounded to the storage type, stored as ResidualSum, and normalized
-from there, as the unfused graph computes it. Where the runs are too few to fill the GPU, the split
-kernels (split_kernels.py) run instead; launch_rule.py holds the rule.
+The whole kernel takes the statistics of its run in float32 around a pivot, the run's plain mean
+(the first block's on a looped run), by the corrected two-pass formulas of graphopt/kernels/row_norm.py
+(a large common offset costs no precision, nor does an element far from the rest), then normalizes,
+scales and shifts each element by its channel's Scale and Bias and applies the activation. A run
+that fits one block is read once; a longer one is walked twice, the statistics merged block by block
+with Chan's update (the second read mostly hits L2). With a Residual the sum is rounded to the
+storage type, stored as ResidualSum, and normalized from there, as the unfused graph computes it.
+Where the runs are too few to fill the GPU, the split kernels (split_kernels.py) run instead;
+launch_rule.py holds the rule.
 
 This module imports neither torch nor a GPU driver (the ahead-of-time build imports it).
 """
@@ -24,7 +25,6 @@ from graphopt.fused.group_norm_act import launch_rule, split_kernels
 from graphopt.fused.group_norm_act.kernel_parts import (
     chan_update,
     finish_block,
-    first_of_run,
     load_sum,
     spatial_divider,
 )
@@ -44,23 +44,26 @@ def group_norm_act_kernel(
     channel0 = (pid % groups) * (group_size // spatial)
     offs = tl.arange(0, BLOCK_N)
     magic, shift_bits = spatial_divider(spatial)
-    shift = first_of_run(X, R, base, has_residual)
     eps32 = tl.cast(eps, tl.float32)  # (Inductor passes a Python float as fp64)
+    mask = offs < group_size
+    x = load_sum(X, R, S, base + offs, mask, has_residual, write_sum)
+    # The pivot: the plain mean of the run (of its first chunk when looped; masked-off lanes hold 0),
+    # each value scaled before the sum so that values near the type's top do not overflow it.
+    shift = tl.sum(x * (1.0 / tl.minimum(group_size, BLOCK_N).to(tl.float32)), axis=0)
     if not LOOPED:
-        mask = offs < group_size
-        x = load_sum(X, R, S, base + offs, mask, has_residual, write_sum)
         shifted = tl.where(mask, x - shift, 0.0)
         mean = tl.sum(shifted, axis=0) / group_size
+        variance = tl.sum(shifted * shifted, axis=0) / group_size - mean * mean
         centered = tl.where(mask, shifted - mean, 0.0)
-        rstd = tl.math.rsqrt(tl.sum(centered * centered, axis=0) / group_size + eps32)
+        rstd = tl.math.rsqrt(variance + eps32)
         finish_block(
             centered, rstd, offs, mask, channel0, spatial, magic, shift_bits, W, B, Y, base, activation,
             has_scale, has_bias,
         )  # fmt: skip
     else:
-        mean = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
-        m2 = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
-        for start in range(0, group_size, BLOCK_N):
+        zero = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
+        mean, m2 = chan_update(tl.where(mask, x - shift, 0.0), 0, group_size, zero, zero, BLOCK_N)
+        for start in range(BLOCK_N, group_size, BLOCK_N):
             mask = start + offs < group_size
             x = load_sum(X, R, S, base + start + offs, mask, has_residual, write_sum)
             mean, m2 = chan_update(tl.where(mask, x - shift, 0.0), start, group_size, mean, m2, BLOCK_N)

@@ -33,7 +33,7 @@ from graphopt.kernels.row_norm import (
     load_affine,
     masked_by,
     normalize_activate,
-    row_shift,
+    row_pivot,
 )
 
 EARLY_AFFINE_COLS = tl.constexpr(1024)  # rows up to this long load scale and bias with the row
@@ -53,18 +53,6 @@ def load_sum(X, R, S, x_off, r_off, s_off, mask, has_residual, write_sum):
             tl.store(S + s_off, s, mask=mask)
         x = s
     return widen(x)
-
-
-@triton.jit
-def load_first(X, R, x_row, r_row, row_ok, has_residual):
-    """The first element of each row (of X + R, rounded as ``load_sum`` rounds it) as fp32: the
-    shift of the row's statistics. (A load of its own, from the cache line the row's load brings
-    in: getting one column out of a tile would take a reduction.)"""
-    x = tl.load(X + x_row, mask=row_ok, other=0.0)
-    if has_residual:
-        r = tl.load(R + r_row, mask=row_ok, other=0.0)
-        x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
-    return x.to(tl.float32)
 
 
 @triton.jit
@@ -97,10 +85,10 @@ def normalize_rows(
 
 @triton.jit
 def _finish_block(
-    x, first, row, y_off, mask, offs, scale, bias, W, B, Y, cols, eps, norm, activation, has_scale, has_bias,
+    x, row, y_off, mask, offs, scale, bias, W, B, Y, cols, eps, norm, activation, has_scale, has_bias,
     w_inner, w_groups, b_inner, b_groups, EVEN: tl.constexpr,
 ):  # fmt: skip
-    centered, rstd = block_stats(x, first, mask, cols, norm, eps, EVEN)
+    centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
     y = normalize_rows(
         centered, rstd, scale, bias, W, B, row, offs, mask, cols, has_scale, has_bias,
         w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
@@ -136,8 +124,7 @@ def norm_act_kernel(
                 # Short rows: scale and bias in flight with the row, not waited for after its sums.
                 scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
             x = load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
-            first = load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
-            centered, rstd = block_stats(x, first, mask, cols, norm, eps, EVEN)
+            centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
             if BLOCK_N > EARLY_AFFINE_COLS:
                 # Long rows load them only now (from L1/L2), keeping no extra registers live
                 # through the statistics.
@@ -153,7 +140,6 @@ def norm_act_kernel(
             # afford keeping scale and bias in registers across the blocks.
             scale, bias = load_affine(W, B, offs, col_ok, has_scale, has_bias)
             x = load_sum(X, R, S, x_off, r_off, y_off, mask, has_residual, True)
-            first = load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
             for i in range(1, ITERS):
                 nrow = (pid + i * tl.num_programs(0)) * BLOCK_M + tl.arange(0, BLOCK_M)
                 nrow_ok = nrow < rows
@@ -162,25 +148,28 @@ def norm_act_kernel(
                 nx_off, nr_off = nrow[:, None] * stride_x + offs, nr_base[:, None] + offs
                 ny_off = nrow[:, None] * cols + offs
                 nx = load_sum(X, R, S, nx_off, nr_off, ny_off, nmask, has_residual, True)
-                nfirst = load_first(X, R, nrow * stride_x, nr_base, nrow_ok, has_residual)
                 _finish_block(
-                    x, first, row, y_off, mask, offs, scale, bias, W, B, Y, cols, eps, norm, activation,
+                    x, row, y_off, mask, offs, scale, bias, W, B, Y, cols, eps, norm, activation,
                     has_scale, has_bias, w_inner, w_groups, b_inner, b_groups, EVEN,
                 )  # fmt: skip
-                x, first, row, y_off, mask = nx, nfirst, nrow, ny_off, nmask
+                x, row, y_off, mask = nx, nrow, ny_off, nmask
             _finish_block(
-                x, first, row, y_off, mask, offs, scale, bias, W, B, Y, cols, eps, norm, activation,
+                x, row, y_off, mask, offs, scale, bias, W, B, Y, cols, eps, norm, activation,
                 has_scale, has_bias, w_inner, w_groups, b_inner, b_groups, EVEN,
             )  # fmt: skip
     else:
         x_row = row[:, None] * stride_x
         r_row = r_base[:, None]
         y_row = row[:, None] * cols
-        # Shifted one-pass statistics: a second pass over the row would re-read it from memory.
-        shift = row_shift(load_first(X, R, row * stride_x, r_base, row_ok, has_residual), norm)
-        mean = tl.zeros([BLOCK_M], tl.float32)
-        m2 = tl.zeros([BLOCK_M], tl.float32)
-        for start in range(0, cols, BLOCK_N):
+        # One pass for the statistics, shifted by the first chunk's mean (row_norm): a pass of its
+        # own for the pivot would read the row once more.
+        mask = row_ok[:, None] & (offs < cols)[None, :]
+        x = load_sum(X, R, S, x_row + offs, r_row + offs, y_row + offs, mask, has_residual, True)
+        shift = row_pivot(x, tl.minimum(cols, BLOCK_N).to(tl.float32), norm)
+        zeros = tl.zeros([BLOCK_M], tl.float32)
+        shifted = tl.where(mask, x - shift[:, None], 0.0)
+        mean, m2 = chunk_stats_update(shifted, mask, 0, cols, norm, zeros, zeros, BLOCK_N)
+        for start in range(BLOCK_N, cols, BLOCK_N):
             idx = start + offs
             mask = row_ok[:, None] & (idx < cols)[None, :]
             x = load_sum(X, R, S, x_row + idx, r_row + idx, y_row + idx, mask, has_residual, True)

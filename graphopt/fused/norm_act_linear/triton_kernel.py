@@ -20,7 +20,6 @@ import triton.language as tl
 
 from graphopt.fused.norm_act.triton_kernel import (
     dtype_name,
-    load_first,
     load_sum,
     normalize_rows,
     operand_rows,
@@ -43,7 +42,7 @@ from graphopt.kernels.row_norm import (
     finish_stats,
     load_affine,
     normalize_activate,
-    row_shift,
+    row_pivot,
 )
 
 # Output columns accumulated together on the looped path (rows longer than one block).
@@ -140,8 +139,7 @@ def norm_act_linear_kernel(
         mask = row_ok[:, None] & col_ok[None, :]
         r_off, s_off = r_base[:, None] + offs, s_row + offs
         x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
-        x0 = load_first(X, R, row * stride_x, r_base, row_ok, has_residual)
-        centered, rstd = block_stats(x, x0, mask, cols, norm, eps, False)
+        centered, rstd = block_stats(x, mask, cols, norm, eps, False)
         h = _normalize(
             centered, rstd, W, B, row, offs, col_ok, mask, cols, first, last, has_scale, has_bias,
             w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
@@ -159,11 +157,16 @@ def norm_act_linear_kernel(
             acc = apply_activation(acc, out_activation, Y.dtype.element_ty)
             tl.store(Y + y_row + k, acc.to(Y.dtype.element_ty), mask=row_ok)
     else:
-        # Shifted one-pass statistics: a second pass over the row would re-read it from memory.
-        shift = row_shift(load_first(X, R, row * stride_x, r_base, row_ok, has_residual), norm)
-        mean = tl.zeros([BLOCK_M], tl.float32)
-        m2 = tl.zeros([BLOCK_M], tl.float32)
-        for start in range(0, cols, BLOCK_N):
+        # One pass for the statistics, shifted by the first chunk's mean (row_norm): a pass of its
+        # own for the pivot would read the row once more.
+        mask = row_ok[:, None] & (offs < cols)[None, :]
+        r_off, s_off = r_base[:, None] + offs, s_row + offs
+        x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
+        shift = row_pivot(x, tl.minimum(cols, BLOCK_N).to(tl.float32), norm)
+        zeros = tl.zeros([BLOCK_M], tl.float32)
+        shifted = tl.where(mask, x - shift[:, None], 0.0)
+        mean, m2 = chunk_stats_update(shifted, mask, 0, cols, norm, zeros, zeros, BLOCK_N)
+        for start in range(BLOCK_N, cols, BLOCK_N):
             idx = start + offs
             mask = row_ok[:, None] & (idx < cols)[None, :]
             r_off, s_off = r_base[:, None] + idx, s_row + idx

@@ -6,15 +6,18 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "cpu_target.h"
 #include "storage.h"
 
 namespace graphopt {
 
-// e^x for x in [-87, 88] (wider inputs are clamped; e^88 = 1.65e38 and e^-87 = 1.6e-38 stand in
-// for infinity and zero, which is all the activations need). NaN propagates.
+// e^x for x in [-87, 88]; infinity past 88 and e^-87 = 1.6e-38 (standing in for zero) below -87,
+// which is all the activations need. NaN propagates. (A finite stand-in for infinity made
+// silu(-inf) = -inf / (1 + e^88) -inf, not NaN, and silu(-3e38) -1.8.)
 GRAPHOPT_INLINE float Exp(float x) {
+  const bool overflows = x > 88.0f;
   x = x > 88.0f ? 88.0f : x;  // comparisons written so that NaN falls through unchanged
   x = x < -87.0f ? -87.0f : x;
   // x = n ln2 + r with |r| <= ln2 / 2: n by adding and removing 1.5 * 2^23, which rounds to the
@@ -35,7 +38,7 @@ GRAPHOPT_INLINE float Exp(float x) {
   // select keeps a NaN n out of the float-to-int conversion, p carries the NaN instead).
   const float safe_n = n == n ? n : 0.0f;
   const uint32_t scale = static_cast<uint32_t>(static_cast<int32_t>(safe_n) + 127) << 23;
-  return p * FloatOf(scale);
+  return overflows ? std::numeric_limits<float>::infinity() : p * FloatOf(scale);
 }
 
 GRAPHOPT_INLINE float Tanh(float x) {

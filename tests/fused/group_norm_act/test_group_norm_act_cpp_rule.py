@@ -99,4 +99,4 @@ def test_a_split_launch_without_its_scratch_is_refused_before_anything_runs(harn
     split = (16, 0, 0, 0, 16, 0, 0, 2, 320, 4096, 32, 1e-5, 0, 0, 0)
     assert harness.harness_group_norm_act(*split, 0).decode().endswith("needs GroupNormActScratchBytes() of "
                                                                       "scratch memory")  # fmt: skip
-    assert harness.harness_group_norm_act(*split[:6], 16, *split[7:], 2).decode() == str(8 * 64 * 10)
+    assert harness.harness_group_norm_act(*split[:6], 16, *split[7:], 2).decode() == str(4 * 3 * 64 * 10)

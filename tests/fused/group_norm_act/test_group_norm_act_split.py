@@ -65,7 +65,7 @@ def test_chunks_cover_each_run_in_whole_blocks(group_size):
 
 
 @pytest.mark.parametrize("residual", [False, True])
-def test_partials_are_each_chunks_statistics_around_the_runs_first_element(residual, small_split):
+def test_partials_are_each_chunks_pivot_and_statistics_around_it(residual, small_split):
     shape, groups = (2, 4, 250), 2
     gen = generator("partials", residual)
     x, r = random(shape, torch.float32, gen, mean=5.0), random(shape, torch.float32, gen)
@@ -84,14 +84,16 @@ def test_partials_are_each_chunks_statistics_around_the_runs_first_element(resid
     assert (split.chunk, split.chunks) == (128, 4)
     partials = kept[0].cpu()
     assert len(kept) == 1
-    assert partials.numel() == 2 * 4 * split.chunks
+    assert partials.numel() == 3 * 4 * split.chunks
     runs = f64((x + r) if residual else x).reshape(4, 500)
     for row, run_values in enumerate(runs):
-        shifted = run_values - run_values[0]
         for c in range(split.chunks):
-            part = shifted[c * split.chunk : (c + 1) * split.chunk]
-            mean, m2 = partials[2 * (row * split.chunks + c) : 2 * (row * split.chunks + c) + 2].double()
-            exact = [part.mean(), ((part - part.mean()) ** 2).sum()]
+            part = run_values[c * split.chunk : (c + 1) * split.chunk]
+            at = 3 * (row * split.chunks + c)
+            pivot, mean, m2 = partials[at : at + 3].double()
+            first_block = part[: SMALL.block_n]
+            np.testing.assert_allclose(pivot, first_block.mean(), rtol=1e-6)
+            exact = [part.mean() - pivot.item(), ((part - part.mean()) ** 2).sum()]
             np.testing.assert_allclose([mean, m2], exact, rtol=1e-5, atol=1e-5)
 
 
