@@ -65,6 +65,7 @@ def optimize_file(path: Path, output: Path) -> dict[str, Any]:
         "verification": verification.get("summary"),
         "norms": graphopt_norms(data["ops"]["after"], model_files.load(output).graph, report.rule_counts),
         "ops_after": data["ops"]["after"],
+        "notes": data.get("notes", []),
     }
 
 

@@ -9,6 +9,8 @@ from .ort_fusions import BIAS_ACTS
 
 FINDINGS = Path(__file__).with_name("findings.md")
 
+# Rows whose status is the whole story: nothing was optimized.
+NOT_OPTIMIZED = ("export failed", "export skipped", "failed")
 PATH_LABELS = {
     "onnx_dynamo": "ONNX dynamo",
     "onnx_torchscript": "ONNX TorchScript",
@@ -34,6 +36,7 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for row in rows:
         lines.append(_summary_row(row))
+    lines += ["", _tally(rows)]
     lines += ["", "## Norm fusions: graphopt against ONNX Runtime's transformer optimizer", ""]
     lines += _ort_section(rows)
     if FINDINGS.exists():
@@ -54,16 +57,32 @@ def markdown(results: dict[str, Any]) -> str:
 
 def _summary_row(row: dict[str, Any]) -> str:
     path = PATH_LABELS[row["path"]]
-    if row["status"] in ("export failed", "failed"):
+    if row["status"] in NOT_OPTIMIZED:
         reason = _cell(row.get("error", ""))
         return f"| {row['model']} | {path} | **{row['status']}**: {reason} | | | | | |"
     fusions = ", ".join(f"{rule} × {count}" for rule, count in sorted(row["fusions"].items())) or "none"
     misses = row["near_misses"]["count"]
     error = row["max_abs_error"]
+    status = row["status"]
+    if row.get("guard") and row["guard"]["problems"]:
+        status = f"**{status}**: " + _cell("; ".join(row["guard"]["problems"]))
     return (
-        f"| {row['model']} | {path} | {row['status']} | {row['nodes_before']} → {row['nodes_after']} "
+        f"| {row['model']} | {path} | {status} | {row['nodes_before']} → {row['nodes_after']} "
         f"| {_cell(fusions)} | {misses} | {row['optimize_seconds']:.2f} "
         f"| {'' if error is None else f'{error:.2g}'} |"
+    )
+
+
+def _tally(rows: list[dict[str, Any]]) -> str:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    listed = ", ".join(f"{status} {n}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return (
+        f"{len(rows)} rows ({len({r['model'] for r in rows})} models): {listed}. A guard checks what the "
+        "numeric check does not see (bench/coverage/guards.py): ONNX Runtime's own optimized graph of "
+        "the optimized model is no larger, and computes the same with and without graphopt's op library; "
+        "an optimized .pt2 loads, runs and keeps its parameters."
     )
 
 
@@ -109,7 +128,7 @@ def _ort_section(rows: list[dict[str, Any]]) -> list[str]:
 def _details(row: dict[str, Any]) -> list[str]:
     title = f"{row['model']} / {PATH_LABELS[row['path']]}: {row['status']}"
     body = [f"<details><summary>{title}</summary>", ""]
-    if row["status"] in ("export failed", "failed"):
+    if row["status"] in NOT_OPTIMIZED:
         body += ["```", row.get("error", ""), "```"]
     else:
         rules = ", ".join(f"{rule} × {count}" for rule, count in sorted(row["rules"].items()))
@@ -119,6 +138,10 @@ def _details(row: dict[str, Any]) -> list[str]:
             f"- every rule: {rules or 'none'}",
             f"- near misses: {row['near_misses']['count']}",
         ]
+        if row.get("guard"):
+            guard = row["guard"]
+            figures = {k: v for k, v in guard.items() if k not in ("ok", "problems")}
+            body += [f"- guard: {'ok' if guard['ok'] else '; '.join(guard['problems'])} {figures or ''}"]
         body += [f"  - {_cell(example)}" for example in row["near_misses"]["examples"]]
     return [*body, "", "</details>", ""]
 

@@ -112,7 +112,7 @@ def _architecture(name):
 
     if name == "hf_llama":
         torch.manual_seed(0)
-        return architectures.randomize_norms(_llama()).eval(), architectures._tokens()
+        return architectures.randomize_norms(_llama()).eval(), architectures.tokens()
     built = architectures.build(name)
     return built.module, built.args
 
