@@ -116,23 +116,28 @@ def _bytes(value) -> int | None:
 
 
 def refine_shapes(graph: Graph) -> None:
-    """Fills in dims that the canonical shape rules can now compute."""
+    """Fills in dims that the canonical shape rules, and for the ops the IR carries verbatim the
+    frontend's inference (``graph.meta["infer"]``: ONNX's for an ONNX op), can now compute."""
+    infer_opaque = graph.meta.get("infer")
     for node in graph:
-        if ":" in node.op:
+        opaque = ":" in node.op
+        if opaque and (infer_opaque is None or node.source is None):
             continue
         try:
-            inferred = infer_outputs(node)
+            inferred = infer_opaque(node) if opaque else infer_outputs(node)
         except Exception:
             continue
-        for value, (dtype, shape) in zip(node.outputs, inferred, strict=False):
+        for value, (dtype, shape) in zip(node.outputs, inferred or (), strict=False):
             value.dtype = value.dtype or dtype
             if shape is None:
                 continue
-            if value.shape is None or len(value.shape) != len(shape):
+            if value.shape is None or (len(value.shape) != len(shape) and not opaque):
                 value.shape = shape
-            else:
+            elif len(value.shape) == len(shape):
+                # (a verbatim op's inference only fills dims: it knows no symbolic names)
                 value.shape = tuple(
-                    new if isinstance(new, int) else old for old, new in zip(value.shape, shape, strict=True)
+                    new if isinstance(new, int) and not (opaque and isinstance(old, int)) else old
+                    for old, new in zip(value.shape, shape, strict=True)
                 )
 
 
