@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .ort_fusions import BIAS_ACTS
+from .ort_fusions import BIAS_ACTS, GROUP_NORMS, SKIP_GROUP_NORMS
 
 FINDINGS = Path(__file__).with_name("findings.md")
 
@@ -93,12 +93,15 @@ def _ort_section(rows: list[dict[str, Any]]) -> list[str]:
         "residual; *residual*: SkipLayerNormalization / SkipSimplifiedLayerNormalization (residual add +",
         "norm), which graphopt writes as `graphopt.NormAct` with a residual input (a norm of constants,",
         "which graphopt computes once while optimizing, is not required of it); *bias + GELU*: BiasGelu",
-        "and FastGelu, which graphopt writes as `graphopt.AffineAct`. ORT's other fusions (attention,",
-        "EmbedLayerNormalization) have no graphopt op.",
+        "and FastGelu, which graphopt writes as `graphopt.AffineAct`; *group norms*: GroupNorm and",
+        "SkipGroupNorm (residual), which graphopt writes as `graphopt.GroupNormAct` (its residual has the",
+        "input's shape; SkipGroupNorm's may also be one value per sample and channel). ORT's other fusions",
+        "(attention, EmbedLayerNormalization) have no graphopt op.",
         "",
         "| model | export path | ORT model_type | ORT norms / residual | graphopt norms / residual | "
-        "ORT / graphopt bias + GELU | graphopt ≥ ORT | ORT's other fusions |",
-        "|---|---|---|---|---|---|---|---|",
+        "ORT / graphopt bias + GELU | ORT / graphopt group norms (residual) | graphopt ≥ ORT "
+        "| ORT's other fusions |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         ort = row.get("ort")
@@ -107,23 +110,35 @@ def _ort_section(rows: list[dict[str, Any]]) -> list[str]:
         if "error" in ort:
             lines.append(
                 f"| {row['model']} | {PATH_LABELS[row['path']]} | {ort.get('model_type', '')} "
-                f"| failed: {_cell(ort['error'])} | | | | |"
+                f"| failed: {_cell(ort['error'])} | | | | | |"
             )
             continue
         ours = row.get("norms") or {"norms": 0, "skip_norms": 0}
-        verdict = "yes" if ort["comparison"]["ok"] else "**no**"
+        checks = ort["comparison"].items()
+        short = [k[:-3].replace("_", " ") for k, v in checks if k.endswith("_ok") and not v]
+        verdict = "yes" if ort["comparison"]["ok"] else f"**no**: {', '.join(short)}"
         others = ", ".join(
             f"{k} × {v}"
             for k, v in sorted(ort["fused"].items())
-            if "LayerNormalization" not in k and k not in BIAS_ACTS
+            if "LayerNormalization" not in k and k not in (*BIAS_ACTS, *GROUP_NORMS, *SKIP_GROUP_NORMS)
         )
         lines.append(
             f"| {row['model']} | {PATH_LABELS[row['path']]} | {ort['model_type']} "
             f"| {_ort_norms(ort)} / {ort['skip_norms']} | {ours['norms']} / {ours['skip_norms']} "
-            f"| {ort.get('bias_acts', '?')} / {ours.get('bias_acts', '?')} | {verdict} "
+            f"| {ort.get('bias_acts', '?')} / {ours.get('bias_acts', '?')} | {_group_norms(ort, ours)} "
+            f"| {verdict} "
             f"| {others or '-'} |"
         )
     return lines
+
+
+def _group_norms(ort: dict[str, Any], ours: dict[str, Any]) -> str:
+    if not ort.get("group_norms") and not ours.get("group_norms"):
+        return "-"
+    return (
+        f"{ort.get('group_norms', '?')} ({ort.get('skip_group_norms', '?')}) / "
+        f"{ours.get('group_norms', '?')} ({ours.get('skip_group_norms', '?')})"
+    )
 
 
 def _ort_norms(ort: dict[str, Any]) -> str:
