@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.date.today().isoformat(),
         "machine": _machine(),
         "versions": _versions(),
-        "command": "python -m bench.coverage " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": " ".join(["python -m bench.coverage", *(sys.argv[1:] if argv is None else argv)]),
         "rows": rows,
         "pictures": pictures,
     }
