@@ -23,6 +23,8 @@ PIPELINE: tuple[Pass, ...] = (
     # Before constant folding, which would turn a weight's transpose into a plain constant.
     recognize.RECOGNIZE_LINEAR,
     canonicalize.FOLD_CONSTANTS,
+    # (after constant folding, which may compute the one a value is divided by)
+    canonicalize.DROP_UNIT_ARITHMETIC,
     # (after constant folding, which may compute a batch norm's statistics or a conv's weight)
     canonicalize.FOLD_BATCH_NORM,
     canonicalize.FOLD_ONNX_BATCH_NORM,

@@ -16,11 +16,14 @@ from pathlib import Path
 
 from .architectures import BUILDERS, build
 from .exports import PATHS, export
+from .guards import check
 from .ort_fusions import compare, ort_fusions
 from .record import optimize_file
 from .table import markdown
 
 REPO = Path(__file__).resolve().parents[2]
+# (an exporter that cannot take a model is a row, and no failure of graphopt's)
+EXPORT_FAILURES = ("export failed", "export skipped")
 log = logging.getLogger("coverage")
 
 
@@ -51,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.paths:
             row = {"model": name, "library": architecture.library, "path": path}
             folder = args.work / name
+            if path in architecture.skip_paths:
+                row.update(status="export skipped", error=architecture.skip_paths[path])
+                rows.append(row)
+                log.info("%-22s %-17s export skipped: %s", name, path, row["error"])
+                continue
             try:
                 exported, seconds = export(architecture, path, folder)
             except Exception as error:  # an exporter that cannot take the model is a row, not a crash
@@ -64,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             optimized = folder / f"{exported.stem}.opt{exported.suffix}"
             optimized.unlink(missing_ok=True)  # a failed run must not leave a stale one to draw
             row.update(optimize_file(exported, optimized))
+            if row["status"] == "ok":
+                row["guard"] = check(exported, optimized, architecture.args, row["notes"])
+                if not row["guard"]["ok"]:
+                    row["status"] = "guard failed"
             if exported.suffix == ".onnx" and architecture.ort_model_type and row["status"] != "failed":
                 row["ort"] = _ort(exported, architecture, row)
             if not args.no_pictures:
@@ -87,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.date.today().isoformat(),
         "machine": _machine(),
         "versions": _versions(),
-        "command": "python -m bench.coverage " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": " ".join(["python -m bench.coverage", *(sys.argv[1:] if argv is None else argv)]),
         "rows": rows,
         "pictures": pictures,
     }
@@ -95,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.results / "coverage.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     (args.results / "coverage.md").write_text(markdown(results))
     log.info("wrote %s", args.results / "coverage.md")
-    bad = [r for r in rows if r["status"] not in ("ok", "export failed")]
+    bad = [r for r in rows if r["status"] not in ("ok", *EXPORT_FAILURES)]
     return 1 if bad else 0
 
 

@@ -13,20 +13,22 @@ from graphopt.files import model_files
 from .ort_fusions import graphopt_norms
 
 NEAR_MISS_EXAMPLES = 3
-# The passes whose rules fuse or recognize something; the rest canonicalize and clean up.
-FUSION_PASSES = (
-    "recognize_norms",
-    "recognize_activations",
-    "recognize_stack",
-    "recognize_linear",
-    "batch_split_chains",
-    "batch_parallel_chains",
-    "fuse_norm_act",
-    "fuse_norm_act_linear",
-    "fold_onnx_batch_norm",
-    "fuse_batch_norm_act",
-    "fuse_bias_act",
-)
+
+
+def _fusion_passes() -> tuple[str, ...]:
+    """The passes whose rules fuse or recognize something (the recognize, horizontal and fuse stages,
+    and the batch-norm folds); the rest canonicalize and clean up, and restore_unfused gives back."""
+    from graphopt.passes import canonicalize, fuse, horizontal, recognize
+
+    from graphopt.rewrite import Pass
+
+    stages = [vars(stage).values() for stage in (recognize, horizontal, fuse)]
+    names = [p.name for values in stages for p in values if isinstance(p, Pass)]
+    names += [canonicalize.FOLD_BATCH_NORM.name, canonicalize.FOLD_ONNX_BATCH_NORM.name]
+    return tuple(n for n in names if n != recognize.RESTORE_UNFUSED.name)
+
+
+FUSION_PASSES = _fusion_passes()
 
 
 def optimize_file(path: Path, output: Path) -> dict[str, Any]:
@@ -65,6 +67,7 @@ def optimize_file(path: Path, output: Path) -> dict[str, Any]:
         "verification": verification.get("summary"),
         "norms": graphopt_norms(data["ops"]["after"], model_files.load(output).graph, report.rule_counts),
         "ops_after": data["ops"]["after"],
+        "notes": data.get("notes", []),
     }
 
 

@@ -85,7 +85,7 @@ class StateKinds:
         else:
             kind, persistent = InputKind.BUFFER, False
         target = self._unique(derived_name(sources) if sources else f"graphopt_{_identifier(value.name)}")
-        placeholder = self._unique_placeholder(_PREFIX[kind] + target.replace(".", "_"))
+        placeholder = self._unique_placeholder(_PREFIX[kind] + _identifier(target))
         state = NewState(kind, target, placeholder, tensor, persistent, sources)
         self.made.append(state)
         return state
@@ -146,9 +146,17 @@ def state_notes(original, optimized, made: list[NewState]) -> list[str]:
     gone = [n for n in original.state_dict if n not in optimized.state_dict and n not in used]
     if gone:
         why.append(f"no longer read (their values were folded into the computation): {', '.join(gone)}")
-    grown = [s.target for s in made if s.kind == InputKind.PARAMETER and _grew(s, original)]
+    computed = [s for s in made if s.kind == InputKind.PARAMETER]
+    grown = [s.target for s in computed if _held(s, original, kinds) < s.tensor.numel()]
     if grown:
         why.append(f"computed once from parameters into more values than they hold: {', '.join(grown)}")
+    # (a lookup of positions 0..T-1 in a longer table: the rows past T are never read)
+    shrunk = [s.target for s in computed if s.sources and _held(s, original, kinds) > s.tensor.numel()]
+    if shrunk:
+        why.append(
+            "computed once from parameters into fewer values than they hold (the part the program "
+            f"reads): {', '.join(shrunk)}"
+        )
     kept = [
         s.target for s in made if s.kind == InputKind.PARAMETER and set(s.sources) & set(optimized.state_dict)
     ]
@@ -160,9 +168,13 @@ def state_notes(original, optimized, made: list[NewState]) -> list[str]:
     return notes
 
 
-def _grew(state: NewState, original) -> bool:
-    held = sum(original.state_dict[s].numel() for s in state.sources if s in original.state_dict)
-    return state.tensor.numel() > held
+def _held(state: NewState, original, kinds: dict) -> int:
+    """The values of the parameters a new one was made from."""
+    return sum(
+        original.state_dict[s].numel()
+        for s in state.sources
+        if s in original.state_dict and kinds.get(s) == InputKind.PARAMETER
+    )
 
 
 def _equal(known, tensor: torch.Tensor) -> bool:

@@ -12,6 +12,7 @@ import onnx
 from ..errors import BadInput
 from ..ir import DType, Graph, GraphError, Op, Shape, Tensor, Value, opaque_name
 from .onnx_evaluate import evaluate_onnx_node
+from .onnx_infer import infer_onnx_node
 from .onnx_ops import translate
 from .onnx_read import check_external_data, check_model_proto
 from .onnx_runtime_ops import runtime_only_nodes, unchecked
@@ -56,6 +57,7 @@ def from_onnx(
         opset={("" if e.domain == "ai.onnx" else e.domain): e.version for e in model.opset_import},
         base_dir=base,
         evaluate=evaluate_onnx_node,
+        infer=infer_onnx_node,
     )
     if upgrade_note is not None:
         graph.meta.setdefault("notes", []).append(upgrade_note)

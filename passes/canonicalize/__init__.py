@@ -1,9 +1,11 @@
-"""Canonicalize: one form per op (positive axes, known shapes, no no-op casts or identities),
-constants folded, duplicates merged and dead nodes removed, so each later rule matches one form."""
+"""Canonicalize: one form per op (positive axes, known shapes, no no-op casts, identities or unit
+arithmetic), constants folded, duplicates merged and dead nodes removed, so each later rule matches one
+form."""
 
 from .collapse_reshapes import PASS as COLLAPSE_RESHAPES
 from .drop_metadata_asserts import PASS as DROP_METADATA_ASSERTS
 from .drop_noop_casts import PASS as DROP_NOOP_CASTS
+from .drop_unit_arithmetic import PASS as DROP_UNIT_ARITHMETIC
 from .eliminate_common_subexpressions import PASS as ELIMINATE_COMMON_SUBEXPRESSIONS
 from .fold_batch_norm import PASS as FOLD_BATCH_NORM
 from .fold_constants import PASS as FOLD_CONSTANTS
@@ -18,6 +20,7 @@ __all__ = [
     "COLLAPSE_RESHAPES",
     "DROP_METADATA_ASSERTS",
     "DROP_NOOP_CASTS",
+    "DROP_UNIT_ARITHMETIC",
     "ELIMINATE_COMMON_SUBEXPRESSIONS",
     "FOLD_BATCH_NORM",
     "FOLD_CONSTANTS",

@@ -7,7 +7,10 @@ fused, the matmul's output is read once and the activation written once. Also fu
 * the bias add behind a view that keeps the last dim: the view moves before the fused op;
 * an activation that the model spelled out in several elementwise ops (GPT-2's ``gelu_new``, recognized
   by ``recognize_activations``) with no bias before it (GPT-2's Conv1D adds its bias in a Gemm or an
-  addmm): one kernel instead of a chain of pointwise ones.
+  addmm): one kernel instead of a chain of pointwise ones. Not on a convolution's output: ONNX
+  Runtime's CPU keeps that in its blocked channel layout (NCHWc) through the elementwise ops after it
+  and fuses a spelled SiLU or GELU itself (QuickGelu, Gelu), so a fused op there saves no kernel and
+  costs two layout reorders of the activations (EfficientNet: 64 more nodes in ORT's graph).
 
 A bias that is already a GEMM's own is left there: ``linear(x, W, b)``, and a bias added to a 2-D
 matmul (ONNX Runtime makes MatMul + Add a Gemm, and Gemm + ReLU one FusedGemm; torch's addmm adds it in
@@ -25,6 +28,8 @@ from graphopt.ir import DType, Node, Op, Value, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 from graphopt.rewrite.origin import ORIGIN
 
+from ..canonicalize.fold_batch_norm import CONVOLUTIONS
+from ..canonicalize.fold_onnx_batch_norm import ONNX_CONV
 from .activations import ACTIVATION_OPS, activation_of
 
 # Activations ONNX Runtime's GemmActivationFusion folds into a Gemm (FusedGemm).
@@ -146,7 +151,14 @@ def check_spelled(match):
     origin = match.root.meta.get(ORIGIN)
     if origin is None or len(origin.nodes) < 2:
         return None  # (one op in the model: one kernel already)
-    return check_fusable(match["x"], match.root) or match
+    x = match["x"]
+    if x.producer is not None and x.producer.op in (*CONVOLUTIONS, ONNX_CONV):
+        return Fail(
+            f"{x.name!r} is a convolution's output, which ONNX Runtime keeps in its blocked channel "
+            "layout through the spelled activation (fused there as one op): a fused op would cost two "
+            "layout reorders"
+        )
+    return check_fusable(x, match.root) or match
 
 
 def replace_spelled(b, match):

@@ -2,7 +2,9 @@
 
 Both ops are memory-bound; fused, each row is read once and written once. A residual add in front of
 the norm (``x + r → norm → act``, the transformer pattern) folds in too, with the sum as a second
-output for the layers that still read it.
+output for the layers that still read it; also where a view that keeps the normalized dims sits
+between the add and the norm (OPT flattens the residual stream to rows before its MLP's norm): both
+operands are viewed instead, and the fused op's sum is the viewed sum.
 """
 
 from __future__ import annotations
@@ -239,6 +241,58 @@ def replace_add_norm(b, match):
     return _replace_add(b, match, Activation.IDENTITY)
 
 
+def view_add_act_pattern(x, r):
+    return op.any_of(*ACTIVATION_OPS)(_norm(op.reshape(op.add(x, r).named("add")).named("view"), False))
+
+
+def view_add_norm_pattern(x, r):
+    return _norm(op.reshape(op.add(x, r).named("add")).named("view"), False)
+
+
+def _check_view(match, last: Node):
+    """A view between the residual add and the norm: one that keeps the normalized dims, of an add
+    of two operands of its shape, and the only reader of the sum."""
+    add, view, norm = match.node("add"), match.node("view"), match.node("norm")
+    if len(view.inputs) != 1 or "shape" not in view.attrs:
+        return None  # (a raw reshape, its shape computed at run time)
+    x, r = add.inputs
+    if x.shape is None or x.shape != r.shape or x.shape != add.output.shape or x.dtype != r.dtype:
+        return Fail(f"residual add {add.name!r} before view {view.name!r} broadcasts its operands")
+    failure = check_norm(norm)
+    if failure:
+        return failure
+    kept = len(view.output.shape) - norm.attrs["axis"]
+    if tuple(x.shape[len(x.shape) - kept :]) != tuple(view.output.shape[-kept:]):
+        return Fail(f"view {view.name!r} changes the dims that norm {norm.name!r} normalizes")
+    reason = why_kept(match.root.graph, [add.output], [view])
+    if not reason and match.root is not last:
+        reason = why_kept(match.root.graph, [last.output], [match.root])
+    return Fail(reason) if reason else match
+
+
+def check_view_add_act(match):
+    return _check_view(match, match.node("norm"))
+
+
+def check_view_add_norm(match):
+    return _check_view(match, match.root)
+
+
+def _replace_view(b, match, activation: Activation):
+    shape = match.node("view").attrs["shape"]
+    x, r = (b.reshape(match[name], shape=shape) for name in ("x", "r"))
+    y, total = _fused(b, match.node("norm"), x, r, activation)
+    return {match.root.output: y, match.node("view").output: total}
+
+
+def replace_view_add_act(b, match):
+    return _replace_view(b, match, activation_of(match.root))
+
+
+def replace_view_add_norm(b, match):
+    return _replace_view(b, match, Activation.IDENTITY)
+
+
 def _rules(suffix: str, act, add_act, add_norm) -> list[Rule]:
     return [
         Rule(f"fuse_add_norm_act{suffix}", add_act, replace_add_act, check_add_act, allow_external_uses=True),
@@ -252,7 +306,21 @@ PASS = rewrite_pass(
     "Fuse layer/RMS norm + activation (and a residual add before the norm) into graphopt.NormAct; a "
     "norm computed in float32 between Casts fuses in the storage type, accumulating in float32.",
     [
+        Rule(
+            "fuse_add_norm_act_through_view",
+            view_add_act_pattern,
+            replace_view_add_act,
+            check_view_add_act,
+            allow_external_uses=True,
+        ),
         *_rules("", act_pattern, add_act_pattern, add_norm_pattern),
+        Rule(
+            "fuse_add_norm_through_view",
+            view_add_norm_pattern,
+            replace_view_add_norm,
+            check_view_add_norm,
+            allow_external_uses=True,
+        ),
         *_rules("_between_casts", cast_act_pattern, cast_add_act_pattern, cast_add_norm_pattern),
     ],
 )

@@ -1,7 +1,9 @@
 """recognize_activations: activations that exporters spell out in elementwise ops become one op.
 
 * GELU: ``x * 0.5 * (1 + erf(x / √2))`` in the orders the exporters write it (and ``x * (1/√2)``);
-* GELU, tanh approximation: ``0.5 * x * (1 + tanh(√(2/π) * (x + 0.044715 * x³)))``;
+* GELU, tanh approximation: ``0.5 * x * (1 + tanh(√(2/π) * (x + 0.044715 * x³)))``, and with the
+  polynomial factored, ``tanh(√(2/π) * x * (1 + 0.044715 * x * x))`` (BLOOM's GELU, transformers'
+  ``gelu_fast``);
 * SiLU: ``x * sigmoid(x)``.
 """
 
@@ -11,7 +13,7 @@ import itertools
 import math
 
 from graphopt.ir import DType, Op, constant_of
-from graphopt.rewrite import Fail, Rule, op, rewrite_pass
+from graphopt.rewrite import Either, Fail, Rule, op, rewrite_pass
 from graphopt.rewrite.scalars import scalar_operand
 
 SQRT2 = math.sqrt(2.0)
@@ -37,6 +39,21 @@ def _erf_part(x, c, cube=None):
 def _tanh_part(x, k, cube):
     inner = op.add(x, op.mul(cube(x), 0.044715))
     return op.add(op.tanh(op.mul(inner, k).named("scaled")), 1.0)
+
+
+def _square_term(x):
+    """0.044715 * x²: how the factored form writes it."""
+    return Either(
+        "square",
+        cx_x=op.mul(op.mul(x, 0.044715), x),
+        xx_c=op.mul(op.mul(x, x), 0.044715),
+        pow=op.mul(op.pow(x, 2.0), 0.044715),
+    )
+
+
+def _tanh_factored_part(x, k, cube=None):
+    scaled = op.mul(x, k).named("scaled")
+    return op.add(op.tanh(op.mul(scaled, op.add(_square_term(x), 1.0))), 1.0)
 
 
 # Where the 0.5 sits: (x * 0.5) * p, (x * p) * 0.5, x * (p * 0.5).
@@ -106,6 +123,10 @@ def _tanh_rules():
         pattern = _gelu_pattern(half, _tanh_part, cube)
         check = lambda m: _float(m) and check_tanh(m)  # noqa: E731
         yield Rule(f"gelu_tanh_from_ops[{name},{cube_name}]", pattern, replace_gelu_tanh, check)
+    for name, half in _HALF_FORMS.items():
+        pattern = _gelu_pattern(half, _tanh_factored_part)
+        check = lambda m: _float(m) and check_tanh(m)  # noqa: E731
+        yield Rule(f"gelu_tanh_from_ops[{name},factored_{{square}}]", pattern, replace_gelu_tanh, check)
 
 
 PASS = rewrite_pass(

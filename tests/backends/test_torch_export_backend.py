@@ -58,6 +58,38 @@ def test_weights_a_pass_stacks_become_parameters_of_the_program_not_ops():
     assert all(node in reached for node in _calls(optimized))  # nothing is computed from weights alone
 
 
+class HyphenatedBlocks(nn.Module):
+    """Blocks registered under names that are no Python identifiers (torchvision's RegNet names its
+    blocks ``block1-0``), each a conv whose batch norm folds into new weights."""
+
+    def __init__(self):
+        super().__init__()
+        for i in range(2):
+            self.add_module(f"block1-{i}", nn.Sequential(nn.Conv2d(3, 3, 1), nn.BatchNorm2d(3), nn.ReLU()))
+
+    def forward(self, x):
+        for block in self.children():
+            x = block(x)
+        return x
+
+
+def test_new_weights_of_modules_named_with_other_characters_get_placeholder_names_python_takes():
+    torch.manual_seed(0)
+    module = HyphenatedBlocks()
+    for child in module.modules():
+        if isinstance(child, nn.BatchNorm2d):
+            nn.init.normal_(child.weight)
+            child.running_var.uniform_(0.5, 2.0)
+    program = _export(module, torch.randn(2, 3, 4, 4))
+    optimized, report = graphopt.optimize(program)
+    assert report.verification["ok"]
+    made = [s for s in optimized.graph_signature.input_specs if s.kind == InputKind.PARAMETER]
+    assert {s.target for s in made} >= {"block1-0.0.weight_fused", "block1-1.0.weight_fused"}
+    assert all(s.arg.name.isidentifier() for s in made)
+    x = torch.randn(2, 3, 4, 4)
+    torch.testing.assert_close(optimized.module()(x), program.module()(x))
+
+
 def test_parameters_the_passes_no_longer_read_leave_the_program():
     program = tp.program("split_stack", "decomposed")
     optimized, report = graphopt.optimize(program)

@@ -112,7 +112,7 @@ def _architecture(name):
 
     if name == "hf_llama":
         torch.manual_seed(0)
-        return architectures.randomize_norms(_llama()).eval(), architectures._tokens()
+        return architectures.randomize_norms(_llama()).eval(), architectures.tokens()
     built = architectures.build(name)
     return built.module, built.args
 
@@ -132,6 +132,34 @@ REAL = [
 @pytest.mark.parametrize(("name", "exporter"), REAL, ids=[f"{n}.{e}" for n, e in REAL])
 def test_real_architecture(name, exporter, tmp_path):
     module, args = _architecture(name)
+    if exporter == "dynamo":
+        model = export_dynamo(module, args)
+    else:
+        model = export_torchscript(module, args, input_names=["input_0"], opset=17)
+    assert_no_more_work(model, tmp_path)
+
+
+class MobileBlock(torch.nn.Module):
+    """EfficientNet's block as both exporters write it: convs, SiLU spelled as x * sigmoid(x) (which
+    ONNX Runtime's CPU runs in its blocked channel layout between convs), squeeze-excitation."""
+
+    def __init__(self, channels: int = 16):
+        super().__init__()
+        conv = torch.nn.Conv2d
+        self.expand, self.depthwise = conv(channels, channels, 1), conv(channels, channels, 3, padding=1)
+        self.squeeze, self.excite = conv(channels, 8, 1), conv(8, channels, 1)
+        self.project = conv(channels, channels, 1)
+
+    def forward(self, x):
+        h = torch.nn.functional.silu(self.depthwise(torch.nn.functional.silu(self.expand(x))))
+        scale = torch.sigmoid(self.excite(torch.nn.functional.silu(self.squeeze(h.mean((2, 3), True)))))
+        return x + self.project(h * scale)
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
+def test_convolution_block(exporter, tmp_path):
+    torch.manual_seed(0)
+    module, args = MobileBlock().eval(), (torch.randn(1, 16, 8, 8),)
     if exporter == "dynamo":
         model = export_dynamo(module, args)
     else:

@@ -261,3 +261,28 @@ def test_a_spelled_out_gelu_with_nothing_before_it_becomes_one_op(path):
     optimized, report = optimize_checked(export_onnx(FormulaOnly().eval(), args(), path))
     assert [t for t in op_types(optimized) if t != "Constant"] == ["AffineAct"]
     assert report.rule_counts.get("fuse_spelled_activation") == 1
+
+
+class ConvSpelledAct(nn.Module):
+    """EfficientNet's block: a conv, an activation the exporters spell out (SiLU as x * sigmoid(x),
+    GELU's tanh formula), another conv."""
+
+    def __init__(self, act):
+        super().__init__()
+        self.a, self.b, self.act = nn.Conv2d(16, 16, 3, padding=1), nn.Conv2d(16, 16, 1), ACTIVATIONS[act]
+
+    def forward(self, x):
+        return self.b(self.act(self.a(x)))
+
+
+@pytest.mark.parametrize("act", ["silu", "gelu_tanh_formula"])
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_a_spelled_activation_on_a_convolution_stays_as_spelled(act, path):
+    model = export_onnx(ConvSpelledAct(act), (torch.randn(1, 16, 8, 8),), path)
+    optimized, report = optimize_checked(model)
+    assert "AffineAct" not in op_types(optimized)
+    assert [t for t in op_types(optimized) if t != "Constant"] == [
+        t for t in op_types(model) if t not in ("Constant", "Identity")
+    ]
+    (reason, *_) = near_misses(report, "fuse_spelled_activation")
+    assert "convolution's output" in reason

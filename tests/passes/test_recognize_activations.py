@@ -2,8 +2,19 @@ import math
 
 import numpy as np
 import pytest
-from exporting import near_misses, op_types, optimize_checked, run_onnx
+import torch
+from exporting import (
+    ONNX_PATHS,
+    export_onnx,
+    feeds_for,
+    float64_reference,
+    near_misses,
+    op_types,
+    optimize_checked,
+    run_onnx,
+)
 from onnx import TensorProto, helper, numpy_helper
+from torch import nn
 
 
 def recognized(model, **options):
@@ -84,3 +95,54 @@ def test_a_divisor_of_higher_rank_is_a_near_miss():
     (got,) = run_onnx(optimized, {"x": X})
     assert got.shape == (1, 4, 8)
     np.testing.assert_allclose(got[0], gelu_reference(X), rtol=1e-5, atol=1e-6)
+
+
+def bloom_gelu(x, c=0.044715):
+    """BLOOM's GELU: the tanh approximation with its polynomial factored, √(2/π) on x first."""
+    return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + c * x * x)))
+
+
+def gelu_fast(x):
+    """transformers' FastGELUActivation."""
+    return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
+
+
+class LinearThen(nn.Module):
+    def __init__(self, act):
+        super().__init__()
+        self.linear, self.act = nn.Linear(16, 32), act
+
+    def forward(self, x):
+        return self.act(self.linear(x))
+
+
+def _affine_act_activations(model) -> list[bytes]:
+    return [
+        a.s
+        for n in model.graph.node
+        if n.op_type == "AffineAct"
+        for a in n.attribute
+        if a.name == "activation"
+    ]
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+@pytest.mark.parametrize("act", [bloom_gelu, gelu_fast], ids=["bloom", "gelu_fast"])
+def test_a_factored_tanh_gelu_is_recognized_and_fuses_with_the_bias_before_it(act, path):
+    torch.manual_seed(0)
+    module, args = LinearThen(act).eval(), (3 * torch.randn(4, 16),)
+    model = export_onnx(module, args, path)
+    optimized, report = optimize_checked(model)
+    assert sum(n for rule, n in report.rule_counts.items() if "factored" in rule) == 1
+    assert _affine_act_activations(optimized) == [b"gelu_tanh"]
+    (got,) = run_onnx(optimized, feeds_for(model, args))
+    np.testing.assert_allclose(got, float64_reference(module, args)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_a_factored_polynomial_with_another_coefficient_is_no_gelu(path):
+    module = LinearThen(lambda x: bloom_gelu(x, c=0.05)).eval()
+    model = export_onnx(module, (torch.randn(4, 16),), path)
+    optimized, report = optimize_checked(model)
+    assert not any("gelu" in rule for rule in report.rule_counts)
+    assert "Tanh" in op_types(optimized) and "AffineAct" not in op_types(optimized)

@@ -57,3 +57,19 @@ def test_a_lookup_folded_twice_into_more_values_than_its_table_is_one_parameter_
         "the optimized program holds 72 parameter values, the original 24: computed once from parameters "
         "into more values than they hold: position.weight_fused"
     )
+
+
+def test_a_lookup_folded_into_fewer_values_than_its_table_says_why():
+    torch.manual_seed(0)
+    module = Positions(positions=64).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(module, (torch.randn(3, 6, 4),))
+    optimized, report = graphopt.optimize(program)
+    assert report.verification["ok"]
+    (made,) = _parameters(optimized)
+    assert optimized.state_dict[made].shape == (6, 4)
+    assert report.notes[-1] == (
+        "the optimized program holds 24 parameter values, the original 256: computed once from parameters "
+        f"into fewer values than they hold (the part the program reads): {made}"
+    )

@@ -1,0 +1,166 @@
+"""Transformers' text and speech encoders (BERT's relatives, BART's and Whisper's encoders): tokens or
+features in, last hidden state out. ONNX Runtime's optimizer knows most of them as ``bert``, BART as
+``bart``."""
+
+from __future__ import annotations
+
+import torch
+
+from .building import (
+    BATCH,
+    FFN,
+    HEADS,
+    HIDDEN,
+    LAYERS,
+    VOCAB,
+    Architecture,
+    LastHiddenState,
+    hf,
+    hf_model,
+    tokens,
+)
+
+BERT_SIZES = dict(
+    hidden_size=HIDDEN,
+    num_hidden_layers=LAYERS,
+    num_attention_heads=HEADS,
+    intermediate_size=FFN,
+    vocab_size=VOCAB,
+    max_position_embeddings=64,
+)
+ORT_HEADS = {"num_heads": HEADS}
+
+
+def distilbert() -> Architecture:
+    module = hf(
+        "DistilBertConfig",
+        "DistilBertModel",
+        "input_ids",
+        dim=HIDDEN,
+        hidden_dim=FFN,
+        n_layers=LAYERS,
+        n_heads=HEADS,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+    )
+    return Architecture("hf_distilbert", "transformers", module, tokens(), "bert", ORT_HEADS)
+
+
+def roberta() -> Architecture:
+    module = hf("RobertaConfig", "RobertaModel", "input_ids", pad_token_id=1, **BERT_SIZES)
+    return Architecture("hf_roberta", "transformers", module, tokens(), "bert", ORT_HEADS)
+
+
+def albert() -> Architecture:
+    # (ALBERT projects a narrower embedding up to the hidden size, and shares one layer's weights)
+    module = hf("AlbertConfig", "AlbertModel", "input_ids", embedding_size=32, **BERT_SIZES)
+    return Architecture("hf_albert", "transformers", module, tokens(), "bert", ORT_HEADS)
+
+
+def electra() -> Architecture:
+    module = hf("ElectraConfig", "ElectraModel", "input_ids", embedding_size=32, **BERT_SIZES)
+    return Architecture("hf_electra", "transformers", module, tokens(), "bert", ORT_HEADS)
+
+
+def deberta_v2() -> Architecture:
+    # DeBERTa-v3's settings: relative attention with both position terms, bucketed, its own LayerNorm
+    # on the relative embeddings, no absolute positions added to the input.
+    module = hf(
+        "DebertaV2Config",
+        "DebertaV2Model",
+        "input_ids",
+        relative_attention=True,
+        pos_att_type=["p2c", "c2p"],
+        position_buckets=32,
+        max_relative_positions=-1,
+        norm_rel_ebd="layer_norm",
+        position_biased_input=False,
+        **BERT_SIZES,
+    )
+    return Architecture("hf_deberta_v2", "transformers", module, tokens(), "bert", ORT_HEADS)
+
+
+def mobilebert() -> Architecture:
+    # MobileBERT's bottlenecks and stacked feed-forward networks; its norms are "NoNorm" (x * w + b).
+    module = hf(
+        "MobileBertConfig",
+        "MobileBertModel",
+        "input_ids",
+        hidden_size=HIDDEN,
+        embedding_size=32,
+        intra_bottleneck_size=32,
+        true_hidden_size=32,
+        num_feedforward_networks=2,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        intermediate_size=FFN,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+    )
+    return Architecture("hf_mobilebert", "transformers", module, tokens(), "bert", ORT_HEADS)
+
+
+def _bart_encoder(config_class: str, model_class: str) -> torch.nn.Module:
+    model = hf_model(
+        config_class,
+        model_class,
+        d_model=HIDDEN,
+        encoder_layers=LAYERS,
+        decoder_layers=1,
+        encoder_attention_heads=HEADS,
+        decoder_attention_heads=HEADS,
+        encoder_ffn_dim=FFN,
+        decoder_ffn_dim=FFN,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
+    return LastHiddenState(model.get_encoder(), "input_ids")
+
+
+def bart_encoder() -> Architecture:
+    module = _bart_encoder("BartConfig", "BartModel")  # (post-norm layers)
+    return Architecture("hf_bart_encoder", "transformers", module, tokens(), "bart", ORT_HEADS)
+
+
+def mbart_encoder() -> Architecture:
+    module = _bart_encoder("MBartConfig", "MBartModel")  # (pre-norm layers, a final LayerNorm)
+    return Architecture("hf_mbart_encoder", "transformers", module, tokens(), "bart", ORT_HEADS)
+
+
+def whisper_encoder() -> Architecture:
+    model = hf_model(
+        "WhisperConfig",
+        "WhisperModel",
+        d_model=HIDDEN,
+        encoder_layers=LAYERS,
+        decoder_layers=1,
+        encoder_attention_heads=HEADS,
+        decoder_attention_heads=HEADS,
+        encoder_ffn_dim=FFN,
+        decoder_ffn_dim=FFN,
+        num_mel_bins=16,
+        max_source_positions=16,
+        vocab_size=128,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+        decoder_start_token_id=0,
+    )
+    module = LastHiddenState(model.get_encoder(), "input_features")
+    # (log-mel features: 16 bins, twice the 16 positions, which the encoder's strided conv halves)
+    args = (torch.randn(BATCH, 16, 32, generator=torch.Generator().manual_seed(0)),)
+    return Architecture("hf_whisper_encoder", "transformers", module, args, "bert", ORT_HEADS)
+
+
+BUILDERS = {
+    "hf_distilbert": distilbert,
+    "hf_roberta": roberta,
+    "hf_albert": albert,
+    "hf_electra": electra,
+    "hf_deberta_v2": deberta_v2,
+    "hf_mobilebert": mobilebert,
+    "hf_bart_encoder": bart_encoder,
+    "hf_mbart_encoder": mbart_encoder,
+    "hf_whisper_encoder": whisper_encoder,
+}

@@ -1,0 +1,103 @@
+"""Transformers' vision models: transformers (CLIP's vision tower, DeiT, BEiT, Swin, SegFormer's
+encoder) and CNNs (ConvNeXt, ResNet), on 32x32 images. ViT-like models are ``vit`` to ONNX Runtime's
+optimizer, Swin is ``swin``, CLIP is ``clip``; for SegFormer and ConvNeXt its generic ``bert`` fusions
+find the layer norms; ResNet has none."""
+
+from __future__ import annotations
+
+from .building import FFN, HEADS, HIDDEN, LAYERS, Architecture, hf, images
+
+ORT_HEADS = {"num_heads": HEADS}
+VIT_SIZES = dict(
+    hidden_size=HIDDEN,
+    num_hidden_layers=LAYERS,
+    num_attention_heads=HEADS,
+    intermediate_size=FFN,
+    image_size=32,
+    patch_size=8,
+)
+
+
+def clip_vision() -> Architecture:
+    module = hf("CLIPVisionConfig", "CLIPVisionModel", "pixel_values", **VIT_SIZES)
+    return Architecture("hf_clip_vision", "transformers", module, images(), "clip", ORT_HEADS)
+
+
+def deit() -> Architecture:
+    module = hf("DeiTConfig", "DeiTModel", "pixel_values", **VIT_SIZES)
+    return Architecture("hf_deit", "transformers", module, images(), "vit", ORT_HEADS)
+
+
+def beit() -> Architecture:
+    # (relative position bias in every layer, layer scale on both residual branches)
+    module = hf("BeitConfig", "BeitModel", "pixel_values", use_relative_position_bias=True, **VIT_SIZES)
+    return Architecture("hf_beit", "transformers", module, images(), "vit", ORT_HEADS)
+
+
+def swin() -> Architecture:
+    module = hf(
+        "SwinConfig",
+        "SwinModel",
+        "pixel_values",
+        image_size=32,
+        patch_size=4,
+        embed_dim=32,
+        depths=[2, 2],
+        num_heads=[2, 4],
+        window_size=4,
+    )
+    return Architecture("hf_swin", "transformers", module, images(), "swin", {"num_heads": 0})
+
+
+def segformer() -> Architecture:
+    module = hf(
+        "SegformerConfig",
+        "SegformerModel",
+        "pixel_values",
+        num_encoder_blocks=2,
+        depths=[1, 1],
+        sr_ratios=[2, 1],
+        hidden_sizes=[32, 64],
+        patch_sizes=[7, 3],
+        strides=[4, 2],
+        num_attention_heads=[1, 2],
+        mlp_ratios=[2, 2],
+    )
+    return Architecture("hf_segformer", "transformers", module, images(), "bert", {"num_heads": 0})
+
+
+def convnext() -> Architecture:
+    module = hf(
+        "ConvNextConfig",
+        "ConvNextModel",
+        "pixel_values",
+        hidden_sizes=[32, 64],
+        depths=[2, 2],
+        num_stages=2,
+        image_size=32,
+    )
+    return Architecture("hf_convnext", "transformers", module, images(), "bert", {"num_heads": 0})
+
+
+def resnet() -> Architecture:
+    module = hf(
+        "ResNetConfig",
+        "ResNetModel",
+        "pixel_values",
+        embedding_size=16,
+        hidden_sizes=[16, 32],
+        depths=[1, 1],
+        layer_type="basic",
+    )
+    return Architecture("hf_resnet", "transformers", module, images(), None, {})
+
+
+BUILDERS = {
+    "hf_clip_vision": clip_vision,
+    "hf_deit": deit,
+    "hf_beit": beit,
+    "hf_swin": swin,
+    "hf_segformer": segformer,
+    "hf_convnext": convnext,
+    "hf_resnet": resnet,
+}
