@@ -29,15 +29,11 @@ stage() {
 }
 for s in $stages; do
   case $s in
-    tests) TAIL=8 stage tests python3 -m pytest -q -p no:cacheprovider --maxfail=20 tests/ort/test_ort_cuda.py \
-             tests/ort/test_ort_cuda_affine_act.py tests/ort/test_ort_norm_act_broadcast.py \
-             tests/kernels/test_norm_act_broadcast.py tests/fused/test_norm_act_broadcast_op.py \
-             tests/fused/test_torch_triton.py tests/kernels/test_cuda_launch.py \
-             tests/kernels/test_activations.py tests/kernels/test_norm_act.py \
-             tests/kernels/test_norm_act_linear.py tests/kernels/test_norm_act_linear_rows.py \
-             tests/fused/test_norm_act_linear_rows_op.py tests/ort/test_ort_norm_act_linear_rows.py \
-             tests/kernels/test_affine_act.py tests/fused/test_torch_launch.py \
-             tests/fused/test_torch_launch_plans.py tests/fused/test_torch_direct.py tests/torch_state ;;
+    # Every kernel, fused-op, ONNX Runtime and torch-state test (those that need a GPU run here only),
+    # and the models whose tests compare runtimes on the GPU.
+    tests) TAIL=8 stage tests python3 -m pytest -q -p no:cacheprovider --maxfail=30 tests/kernels tests/fused \
+             tests/ort tests/torch_state tests/models/test_diffusion_blocks.py tests/models/test_embedding_models.py \
+             tests/passes/test_batch_embedding_lookups_runtimes.py ;;
     parity) stage parity python3 bench/bench_torch_parity.py --out "$results" ${PARITY_ARGS:-} ;;
     eager) stage eager python3 bench/bench_eager_op_cost.py --out "$results" ;;
     kernels) stage kernels python3 bench/bench_kernels.py --no-compile --out "$results" ;;
