@@ -2,7 +2,7 @@
 # GPU checks and benchmarks on a GPU machine with torch, triton, cmake and ninja, and onnxruntime-gpu on
 # PYTHONPATH. Builds the ONNX Runtime library with CUDA kernels for sm_90, then runs the stages named
 # (default: all) and packs logs and results into OUT/gpu_results.tar.gz.
-#   GRAPHOPT_ORT_INCLUDE_DIR=<onnxruntime headers> bash bench/run_gpu.sh OUT [tests] [ort] [seed] [sweep] [real]
+#   GRAPHOPT_ORT_INCLUDE_DIR=<onnxruntime headers> bash bench/run_gpu.sh OUT [tests] [ort] [seed] [sweep] [real] [widths]
 set -uo pipefail
 out=$(realpath -m "${1:?usage: run_gpu.sh OUT [stages]}"); shift
 stages=${*:-tests ort seed sweep}
@@ -57,6 +57,9 @@ for s in $stages; do
     per_feature) stage per_feature python3 bench/bench_per_feature.py --out "$results" ;;
     # NormActLinear with a residual and with per-slice operands against a copy of the same bytes.
     linear_forms) stage linear_forms python3 bench/bench_norm_act_linear_forms.py --out "$results" ;;
+    # NormAct and NormActLinear (and residual forms) across widths, dtypes, affine and activations, torch and
+    # ORT, against a copy of the same bytes; WIDTHS_ARGS picks a share (the whole grid takes hours).
+    widths) stage widths python3 bench/bench_widths.py --out "$results" ${WIDTHS_ARGS:-} ;;
     groupnorm) stage groupnorm python3 bench/bench_group_norm.py --out "$results" ${GROUPNORM_ARGS:-} ;;
   esac
 done

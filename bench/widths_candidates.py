@@ -1,0 +1,168 @@
+"""Candidate launch shapes for widths that are not powers of two, timed by ``bench_widths.py
+--candidates`` next to the tier graphopt's rule picks today (graphopt itself is unchanged).
+
+- ``masked``: the shipped kernels (NormAct's and NormActLinear's) with the row padded to the next
+  power of two as today, but other rows per program and warps than the tier's.
+- ``two_piece`` (NormAct): a width D = 2^a + 2^b (every 3 * 2^k and 5 * 2^k: 384, 640, 768, 1280,
+  1536, 2560, 3072, 5120) read as two exact power-of-two blocks, a head of 2^a columns and a tail
+  of 2^b, so no lane is masked off and no register holds padding. Triton's ``tl.arange`` takes only
+  power-of-two lengths, so a non-power-of-two row cannot be one block; at D = 768 the padded block
+  leaves a quarter of the lanes idle, at 1280, 2560 and 5120 three eighths.
+
+Shapes are chosen by one rule for every width: values per thread = rows per program * block
+columns / threads, kept near 16 (the shipped tiers' own rule of thumb) and within 8 to 32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import triton
+import triton.language as tl
+
+from graphopt.fused import Activation, Norm
+from graphopt.fused.norm_act.triton_kernel import load_sum, norm_act_kernel
+from graphopt.fused.norm_act_linear.triton_kernel import norm_act_linear_kernel
+from graphopt.kernels.launch_rules import Tier
+from graphopt.kernels.row_norm import LAYER, load_affine, normalize_activate
+
+EARLY_AFFINE_COLS = tl.constexpr(1024)  # as NormAct: short rows load scale and bias with the row
+
+
+@triton.jit
+def two_piece_norm_act_kernel(
+    X, R, W, B, Y, S, rows, eps, norm, activation, has_scale, has_bias, has_residual,
+    BLOCK_M: tl.constexpr, HEAD_N: tl.constexpr, TAIL_N: tl.constexpr,
+):  # fmt: skip
+    """NormAct on contiguous rows of exactly HEAD_N + TAIL_N columns, shared scale and bias: the
+    head and tail are separate unmasked tiles; the statistics sum over both (as ``block_stats``,
+    around the row's plain mean)."""
+    cols = HEAD_N + TAIL_N
+    pid = tl.program_id(0).to(tl.int64)
+    row = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = row < rows
+    head = tl.arange(0, HEAD_N)
+    tail = HEAD_N + tl.arange(0, TAIL_N)
+    # Only rows past the end are masked: every column is real.
+    h_mask = row_ok[:, None] & (head < cols)[None, :]
+    t_mask = row_ok[:, None] & (tail < cols)[None, :]
+    h_off, t_off = row[:, None] * cols + head, row[:, None] * cols + tail
+    if cols <= EARLY_AFFINE_COLS:
+        h_scale, h_bias = load_affine(W, B, head, head < cols, has_scale, has_bias)
+        t_scale, t_bias = load_affine(W, B, tail, tail < cols, has_scale, has_bias)
+    xh = load_sum(X, R, S, h_off, h_off, h_off, h_mask, has_residual, True)
+    xt = load_sum(X, R, S, t_off, t_off, t_off, t_mask, has_residual, True)
+    inv = 1.0 / cols
+    pivot = tl.where(norm == LAYER, tl.sum(xh * inv, axis=1) + tl.sum(xt * inv, axis=1), 0.0)
+    sh, st = xh - pivot[:, None], xt - pivot[:, None]
+    mean = tl.where(norm == LAYER, (tl.sum(sh, axis=1) + tl.sum(st, axis=1)) * inv, 0.0)
+    variance = (tl.sum(sh * sh, axis=1) + tl.sum(st * st, axis=1)) * inv - mean * mean
+    rstd = tl.math.rsqrt(variance + tl.cast(eps, tl.float32))
+    if cols > EARLY_AFFINE_COLS:
+        h_scale, h_bias = load_affine(W, B, head, head < cols, has_scale, has_bias)
+        t_scale, t_bias = load_affine(W, B, tail, tail < cols, has_scale, has_bias)
+    storage = Y.dtype.element_ty
+    yh = normalize_activate(sh - mean[:, None], rstd, h_scale, h_bias, activation, storage)
+    tl.store(Y + h_off, yh.to(storage), mask=h_mask)
+    yt = normalize_activate(st - mean[:, None], rstd, t_scale, t_bias, activation, storage)
+    tl.store(Y + t_off, yt.to(storage), mask=t_mask)
+
+
+def two_pieces(d: int) -> tuple[int, int] | None:
+    """(head, tail) powers of two with head > tail and head + tail = d, or None."""
+    if d & (d - 1) == 0 or bin(d).count("1") != 2:
+        return None
+    head = 1 << (d.bit_length() - 1)
+    return head, d - head
+
+
+def shapes(block_cols: int, count: int, skip: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """Up to ``count`` (block_m, num_warps) with block_m * block_cols / (32 * num_warps) values per
+    thread within 8 to 32, nearest 16 first (then fewer rows per program)."""
+    found = []
+    for m in (1, 2, 4, 8):
+        for w in (1, 2, 4, 8, 16):
+            per_thread = m * block_cols / (32 * w)
+            if 8 <= per_thread <= 32 and (m, w) != skip:
+                found.append((abs(math.log2(per_thread / 16)), m, w))
+    return [(m, w) for _, m, w in sorted(found)[:count]]
+
+
+def _norm_act_masked(data, at, m, w, n, exact):
+    c, p, x0 = data.case, data.params, data.inputs[0]["x"]
+    rows, d = x0.shape
+    grid = (triton.cdiv(rows, m),)
+    act = int(Activation.parse(c.activation))
+
+    def call(i):
+        x, out = data.inputs[i]["x"], data.outputs[i]
+        r = data.inputs[i].get("residual", x)
+        w_, b_ = p.get("scale", x), p.get("bias", x)
+        norm_act_kernel[grid](
+            x, r, w_, b_, out["y"], out.get("sum", out["y"]), rows, d, d, d, c.eps, int(Norm.LAYER), act,
+            int(c.affine), int(c.affine), int(c.residual), 1, 1, 1, 1, 1, rows,
+            BLOCK_M=m, BLOCK_N=n, ITERS=1, LOOPED=False, EVEN=exact, num_warps=w,
+        )  # fmt: skip
+        return tuple(out.values())
+
+    return [lambda i=i: call(i) for i in at]
+
+
+def _norm_act_linear_masked(data, at, m, w, n):
+    c, p, x0 = data.case, data.params, data.inputs[0]["x"]
+    rows, d = x0.shape
+    grid = (triton.cdiv(rows, m),)
+    act = int(Activation.parse(c.activation))
+
+    def call(i):
+        x, out = data.inputs[i]["x"], data.outputs[i]
+        r = data.inputs[i].get("residual", x)
+        norm_act_linear_kernel[grid](
+            x, r, p.get("scale", x), p.get("bias", x), p["weight"], p["linear_bias"], out["y"],
+            out.get("sum", out["y"]), rows, d, c.k, d, d, c.eps, int(Norm.LAYER), act, 0,
+            int(c.affine), int(c.affine), 1, int(c.residual), int(c.residual),
+            1, 1, 1, 1, 1, rows, 1, 1, 1, 1,
+            BLOCK_M=m, BLOCK_N=n, LOOPED=False, num_warps=w,
+        )  # fmt: skip
+        return tuple(out.values())
+
+    return [lambda i=i: call(i) for i in at]
+
+
+def _two_piece(data, at, m, w, head, tail):
+    c, p, x0 = data.case, data.params, data.inputs[0]["x"]
+    rows = x0.shape[0]
+    grid = (triton.cdiv(rows, m),)
+    act = int(Activation.parse(c.activation))
+
+    def call(i):
+        x, out = data.inputs[i]["x"], data.outputs[i]
+        r = data.inputs[i].get("residual", x)
+        two_piece_norm_act_kernel[grid](
+            x, r, p.get("scale", x), p.get("bias", x), out["y"], out.get("sum", out["y"]), rows, c.eps,
+            int(Norm.LAYER), act, int(c.affine), int(c.affine), int(c.residual),
+            BLOCK_M=m, HEAD_N=head, TAIL_N=tail, num_warps=w,
+        )  # fmt: skip
+        return tuple(out.values())
+
+    return [lambda i=i: call(i) for i in at]
+
+
+def candidate_calls(data, at: list[int], current: Tier, count: int = 3) -> dict[str, list]:
+    """name -> calls of each candidate for the case (widths up to 8192; none for the looped tier)."""
+    d = data.case.D
+    if d > 8192 or d % 16:
+        return {}
+    n = 1 << (d - 1).bit_length()
+    found = {}
+    skip = (current.block_m, current.num_warps) if current.block_n == n and current.iters == 1 else None
+    for m, w in shapes(n, count, skip):
+        if data.case.linear:
+            found[f"masked_m{m}_n{n}_w{w}"] = _norm_act_linear_masked(data, at, m, w, n)
+        else:
+            found[f"masked_m{m}_n{n}_w{w}"] = _norm_act_masked(data, at, m, w, n, n == d)
+    pieces = two_pieces(d)
+    if pieces and not data.case.linear:
+        for m, w in shapes(d, count):
+            found[f"two_piece_m{m}_n{pieces[0]}+{pieces[1]}_w{w}"] = _two_piece(data, at, m, w, *pieces)
+    return found
