@@ -23,18 +23,18 @@ def ratio(a, b) -> float | None:
 def diagnose(cell: dict, tier, sms: int) -> str:
     """The facts a cell that misses the target is to be explained from (an automatic note, to be
     replaced by a measured explanation): how much of the padded block is real columns, the values
-    each thread holds, how many waves of programs the grid makes, and how far the copy itself is
+    each thread holds, how many programs each SM gets, and how far the copy itself is
     from the roofline (short rows cost a copy too)."""
     d, rows = cell["D"], cell["rows"]
     used = d / tier.block_n if not tier.looped else 1.0
     per_thread = tier.block_m * tier.block_n / (32 * tier.num_warps)
     programs = math.ceil(rows / tier.rows_per_program)
-    waves = programs / max(sms, 1)
     parts = [f"auto: {cell['vs_copy']:.2f}x copy", f"tier {tier.name}"]
     if used < 1:
         parts.append(f"{used:.0%} of the block's lanes are columns ({d} of {tier.block_n})")
     parts.append(f"{per_thread:g} values/thread")
-    parts.append(f"{programs} programs = {waves:.2f} waves of {sms} SMs")
+    # (programs per SM, not waves: several small programs share an SM at once)
+    parts.append(f"{programs} programs, {programs / max(sms, 1):.1f} per SM")
     copy_roof = ratio(cell.get("copy_us"), cell.get("roofline_us"))
     if copy_roof:
         parts.append(f"the copy is {copy_roof:.2f}x the roofline")
