@@ -123,6 +123,7 @@ def _assemble(builder: FxBuilder, program, names: list[str | None], dropped: set
     old_names = [getattr(spec.arg, "name", None) for spec in old_specs_out]
     renamed = {old: new for old, new in zip(old_names, names, strict=True) if old and new and old != new}
     module = fx.GraphModule(program.graph_module, builder.fx)
+    _own_subgraphs(module)
     module.meta.update(copy.copy(program.graph_module.meta))
     call_graph = [_renamed_entry(entry, renamed) for entry in program.module_call_graph]
     # The buffers the program writes are copied: the optimized program has state of its own.
@@ -141,6 +142,34 @@ def _assemble(builder: FxBuilder, program, names: list[str | None], dropped: set
         constants=constants,
         verifiers=list(program.verifiers),
     )
+
+
+def _own_subgraphs(module: fx.GraphModule) -> None:
+    """The subgraph modules of higher-order ops (``wrap_with_set_grad_enabled``, ``cond``...) become the
+    optimized program's own copies: shared with the input program, a pass that rewrites one of them in
+    place (torch's ``move_to_device_pass`` does) would change both. Their metadata asserts of a value's
+    traced dtype go, as the top graph's do (frontends/aten_conversions.py): they would pin the traced
+    device, so that the module failed after a ``.to(device)``."""
+    for name, child in list(module.named_children()):
+        if not isinstance(child, fx.GraphModule):
+            continue
+        own = copy.deepcopy(child)
+        for sub in own.modules():
+            if isinstance(sub, fx.GraphModule) and _drop_metadata_asserts(sub.graph):
+                sub.recompile()
+        setattr(module, name, own)
+
+
+def _drop_metadata_asserts(graph: fx.Graph) -> bool:
+    dropped = False
+    for node in graph.find_nodes(op="call_function", target=torch.ops.aten._assert_tensor_metadata.default):
+        value = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
+        kwargs = node.kwargs
+        plain = kwargs.get("size") is None and kwargs.get("stride") is None and len(node.args) == 1
+        if not node.users and plain and value is not None and kwargs.get("dtype") == value.dtype:
+            graph.erase_node(node)
+            dropped = True
+    return dropped
 
 
 def _renamed_entry(entry, renamed: dict[str, str]):

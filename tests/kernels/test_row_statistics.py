@@ -8,7 +8,7 @@ layer_norm's is 3e-7, and which the kernel tests' usual tolerance lets through o
 import numpy as np
 import pytest
 import torch
-from kernel_checks import f64, generator, random_rows, random_vector
+from kernel_checks import device, f64, generator, random_rows, random_vector
 
 from graphopt.fused import NORM_ACT, NORM_ACT_LINEAR, Activation, Norm
 from graphopt.fused.group_norm_act.spec import GROUP_NORM_ACT
@@ -94,7 +94,8 @@ def test_norm_act_linear_with_the_first_element_far_from_the_rest(rows, cols, ex
 
 @pytest.mark.parametrize(("shape", "looped"), [((2, 4, 9, 9), False), ((2, 4, 75, 61), True)])
 def test_group_norm_act_with_the_first_element_of_each_group_far_from_the_rest(shape, looped):
-    x = torch.randn(shape, generator=generator("far group", shape), dtype=torch.float64).to(torch.float32)
+    x = torch.randn(shape, generator=generator("far group", shape), dtype=torch.float64)
+    x = x.to(torch.float32).to(device())
     group = int(np.prod(shape[1:])) // 2
     flat = x.view(shape[0], -1)
     flat[:, 0] = flat[:, group] = FAR

@@ -46,3 +46,45 @@ def test_the_optimized_program_names_no_device_and_runs_on_another():
     assert moved(x.to("meta")).device.type == "meta"
     with pytest.raises(Exception, match="meta"):
         program.module().to("meta")(x.to("meta"))
+
+
+class CastUnderNoGrad(nn.Module):
+    """torch.export writes the no_grad region as a ``wrap_with_set_grad_enabled`` call of a subgraph
+    module, with the cast's metadata checks inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x):
+        with torch.no_grad():
+            y = x.float() * 2
+        return nn.functional.gelu(self.norm(y + x))
+
+
+def _subgraph_asserts(module) -> list[str]:
+    return [
+        f"{name}: {node.format_node()}"
+        for name, sub in module.named_modules()
+        if name and isinstance(sub, torch.fx.GraphModule)
+        for node in sub.graph.nodes
+        if node.target is torch.ops.aten._assert_tensor_metadata.default
+    ]
+
+
+def test_subgraph_modules_are_the_optimized_programs_own_and_free_to_move():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(CastUnderNoGrad().eval(), (torch.randn(4, 16),))
+    optimized, report = graphopt.optimize(program)
+    assert report.verification["ok"] and report.ops_after.get("graphopt.norm_act") == 1
+    assert _subgraph_asserts(program.graph_module)
+    assert _subgraph_asserts(optimized.graph_module) == []
+    # Copies, not the input program's modules: rewriting one program's subgraph leaves the other's.
+    ours = dict(optimized.graph_module.named_children())
+    for name, theirs in program.graph_module.named_children():
+        if isinstance(theirs, torch.fx.GraphModule):
+            assert ours[name] is not theirs
+    x = torch.randn(4, 16)
+    torch.testing.assert_close(optimized.module()(x), program.module()(x), rtol=1e-6, atol=1e-6)
+    assert optimized.module().to("meta")(x.to("meta")).device.type == "meta"

@@ -139,7 +139,7 @@ def test_out_of_range_index_fails_with_gathers_message_and_the_features_own_boun
             [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
             [numpy_helper.from_array(table[offsets[2] : offsets[2] + sizes[2]], "T")],
         ),
-        opset_imports=[helper.make_opsetid("", 18)],
+        opset_imports=[helper.make_opsetid("", 18)], ir_version=10,
     )  # fmt: skip
     with pytest.raises(InvalidArgument, match="indices element out of data bounds, " + bounds):
         create_session(original, providers=["CPUExecutionProvider"], use_library=False).run(
