@@ -2,7 +2,9 @@
 
 Model (a) (models/embeddings.py: N tables → LayerNorm → tanh → stack → Linear(D, 1) → ReLU) and, with
 ``--models dlrm,dlrm_mean,dlrm_weighted``, the DLRM-style model (b) with N ``nn.EmbeddingBag`` features
-of BAG ids each (sum, mean, sum with per-sample weights). For each size: the original in eager PyTorch, the
+of BAG ids each (sum, mean, sum with per-sample weights); ``dlrm_jagged,dlrm_jagged_mean,
+dlrm_jagged_weighted``: the same with each feature's ids flat and cut into bags of random sizes by
+offsets (BAG ids a bag on average, empty bags included). For each size: the original in eager PyTorch, the
 hand-batched version (one concatenated table) in eager PyTorch and in ORT's CUDA EP, torch.compile of
 the original, ORT's CUDA EP on the original, and graphopt through torch (direct call, CUDA graph) and
 through ORT (with graphopt's op library). Start-to-finish µs (GPU µs), the largest difference from
@@ -10,7 +12,7 @@ eager, the kernels of graphopt's programs (torch and ONNX), and memory: the byte
 weights and of the torch programs' state (original vs optimized: the tables are held once), and the
 GPU memory one call allocates beyond it (no call concatenates the tables).
 
-    python bench/bench_embeddings.py --out OUT [--models a,dlrm,dlrm_mean,dlrm_weighted] [--n 8,32,128]
+    python bench/bench_embeddings.py --out OUT [--models a,dlrm,dlrm_jagged,...] [--n 8,32,128]
         [--batch 512,4096] [--d 64,128] [--compile default,max-autotune-no-cudagraphs]
         [--norm shared|per-feature] [--quick] [--lookups-only]
 
@@ -47,6 +49,7 @@ from models.embeddings import (
     HandBatchedDlrm,
     dlrm_inputs,
     example_indices,
+    jagged_dlrm_inputs,
     vocab_sizes,
 )
 from models.onnx_export import export_dynamo
@@ -54,6 +57,7 @@ from models.onnx_export import export_dynamo
 SMALLEST_VOCAB = 1000  # tables of 1,000 to 1,000 + 37 (N - 1) rows: 220 MB of fp32 weights at N=128, D=128
 BAG = 4  # ids per bag of the DLRM models
 DLRM_VARIANTS = {"dlrm": ("sum", False), "dlrm_mean": ("mean", False), "dlrm_weighted": ("sum", True)}
+DLRM_VARIANTS |= {f"dlrm_jagged{k[4:]}": v for k, v in DLRM_VARIANTS.items()}  # (bags of different sizes)
 
 
 def measure(call, reference, iters):
@@ -188,10 +192,11 @@ def one(model, n, b, d, args):
         inputs = example_indices(n, b, smallest_vocab=SMALLEST_VOCAB)
         compile_modes = args.compile
     else:
-        mode, weighted = DLRM_VARIANTS[model]
-        module = Dlrm(n, d, mode=mode, weighted=weighted, smallest_vocab=SMALLEST_VOCAB).eval()
+        (mode, weighted), jagged = DLRM_VARIANTS[model], "jagged" in model
+        module = Dlrm(n, d, mode=mode, weighted=weighted, smallest_vocab=SMALLEST_VOCAB, jagged=jagged).eval()
         hand = HandBatchedDlrm(module).cuda().eval()
-        inputs = dlrm_inputs(n, b, bag=BAG, weighted=weighted, smallest_vocab=SMALLEST_VOCAB)
+        make = jagged_dlrm_inputs if jagged else dlrm_inputs
+        inputs = make(n, b, bag=BAG, weighted=weighted, smallest_vocab=SMALLEST_VOCAB)
         compile_modes = args.compile
         if n * b > args.max_loop_bags:
             slow_loops = f"skipped: {n * b} bags in Loops > --max-loop-bags"
@@ -324,7 +329,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     parser.add_argument(
-        "--models", default="a", help="comma-separated: a (embedding stack), dlrm, dlrm_mean, dlrm_weighted"
+        "--models", default="a", help="comma-separated: a (embedding stack), " + ", ".join(DLRM_VARIANTS)
     )
     parser.add_argument("--n", type=_ints, default=[8, 32, 128])
     parser.add_argument("--batch", type=_ints, default=[512, 4096])

@@ -17,6 +17,7 @@ from ..fused.registry import FUSED_OPS, by_ir_op
 from ..ir import GraphError, Node, Op, constant_of
 from .embedding_bag_emit import emit_aten as _embedding_bag
 from .fx_build import FxBuilder
+from .jagged_bag_emit import emit_aten as _jagged_bag
 
 aten = torch.ops.aten
 Emitter = Callable[[FxBuilder, Node], list[Any]]
@@ -271,6 +272,7 @@ _EMITTERS: dict[str, Emitter] = {
     Op.SLICE: _slice,
     Op.GATHER: _gather,
     Op.EMBEDDING_BAG: _embedding_bag,
+    Op.JAGGED_BAG: _jagged_bag,
     Op.CONCAT: _concat,
     Op.STACK: _stack,
     Op.CAST: _cast,

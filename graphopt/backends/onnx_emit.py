@@ -19,6 +19,7 @@ from ..ir.ops import BINARY_POINTWISE
 from .embedding_bag_emit import emit_onnx as _embedding_bag
 from .group_norm_emit import emit_group_norm as _group_norm
 from .group_norm_emit import emit_instance_norm as _instance_norm
+from .jagged_bag_emit import emit_onnx as _jagged_bag
 
 
 class Emitter:
@@ -391,6 +392,7 @@ _EMITTERS: dict[str, Callable[[Emitter, Node], None]] = {
     Op.INSTANCE_NORM: _instance_norm,
     Op.REDUCE_MEAN: _reduce_mean,
     Op.EMBEDDING_BAG: _embedding_bag,
+    Op.JAGGED_BAG: _jagged_bag,
     Op.GELU: _gelu,
     Op.SILU: _silu,
     Op.RSQRT: _rsqrt,

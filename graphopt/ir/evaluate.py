@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import embedding_bag
+from . import embedding_bag, jagged_bag
 from .graph import Node
 from .infer import reshape_shape
 from .ops import Op
@@ -82,6 +82,7 @@ _EVALUATORS: dict[str, Callable] = {
     Op.SPLIT: _split,
     Op.REDUCE_MEAN: _reduce_mean,
     Op.EMBEDDING_BAG: embedding_bag.evaluate,
+    Op.JAGGED_BAG: jagged_bag.evaluate,
     Op.SHAPE: _shape,
     Op.CONSTANT: lambda n: n.attrs["value"].numpy(),
 }

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from graphopt.fused.registry import by_ir_op
 from graphopt.fused.spec import FusedOp
 
-from . import embedding_bag
+from . import embedding_bag, jagged_bag
 from .core_types import Dim, GraphError, Shape
 from .dtypes import DType
 from .ops import BINARY_POINTWISE, UNARY_POINTWISE, Op
@@ -302,6 +302,7 @@ _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
     Op.REDUCE_MEAN: _reduce_mean,
     Op.VAR_MEAN: _var_mean,
     Op.EMBEDDING_BAG: embedding_bag.output_type,
+    Op.JAGGED_BAG: jagged_bag.output_type,
     Op.MATMUL: _matmul,
     Op.LINEAR: _linear,
     Op.CONSTANT: _constant,

@@ -4,7 +4,15 @@ import torch
 from exporting import ONNX_PATHS, export_onnx, feeds_for, float64_reference, optimize_checked, run_onnx
 
 import graphopt
-from models.embeddings import Dlrm, EmbeddingStack, HandBatched, HandBatchedDlrm, dlrm_inputs, example_indices
+from models.embeddings import (
+    Dlrm,
+    EmbeddingStack,
+    HandBatched,
+    HandBatchedDlrm,
+    dlrm_inputs,
+    example_indices,
+    jagged_dlrm_inputs,
+)
 
 
 def test_hand_batched_computes_what_the_per_feature_model_does():
@@ -40,5 +48,14 @@ def test_dlrm_optimizes_to_the_same_function(path, mode, weighted):
 def test_hand_batched_dlrm_computes_what_the_per_feature_model_does(mode, weighted):
     module = Dlrm(n=5, d=4, mode=mode, weighted=weighted).eval()
     args = dlrm_inputs(5, batch=6, weighted=weighted)
+    with torch.no_grad():
+        torch.testing.assert_close(HandBatchedDlrm(module)(*args), module(*args), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("last_offset", [False, True])
+@pytest.mark.parametrize(("mode", "weighted"), [("sum", False), ("mean", False), ("sum", True)])
+def test_hand_batched_jagged_dlrm_computes_what_the_per_feature_model_does(mode, weighted, last_offset):
+    module = Dlrm(n=5, d=4, mode=mode, weighted=weighted, jagged=True, last_offset=last_offset).eval()
+    args = jagged_dlrm_inputs(5, batch=6, weighted=weighted, last_offset=last_offset)
     with torch.no_grad():
         torch.testing.assert_close(HandBatchedDlrm(module)(*args), module(*args), rtol=1e-6, atol=1e-6)

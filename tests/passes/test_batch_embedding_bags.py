@@ -173,43 +173,7 @@ def test_concatenated_table_is_the_only_copy():
     assert not [d for d in tables if d[0] in vocab_sizes(N)]
 
 
-class JaggedBags(torch.nn.Module):
-    """nn.EmbeddingBag on 1-D ids with offsets: bags of different sizes, empty ones included."""
-
-    def __init__(self, n=N, d=4):
-        super().__init__()
-        self.bags = torch.nn.ModuleList(torch.nn.EmbeddingBag(r, d, mode="sum") for r in vocab_sizes(n))
-
-    def forward(self, dense, *ids_and_offsets):
-        pairs = zip(ids_and_offsets[0::2], ids_and_offsets[1::2], strict=True)
-        pooled = [bag(ids, offsets) for bag, (ids, offsets) in zip(self.bags, pairs, strict=True)]
-        return torch.stack([dense, *pooled], dim=1)
-
-
-def _jagged(n, seed):
-    generator = torch.Generator().manual_seed(seed)
-    args = [torch.randn(4, 4, generator=generator)]
-    for rows in vocab_sizes(n):
-        ids = torch.randint(0, rows, (6,), generator=generator)
-        ids[-1] = rows - 1
-        args += [ids, torch.tensor([0, 2, 2, 5])]  # bag 1 is empty; bag 3 holds the last row
-    return tuple(args)
-
-
-@pytest.mark.parametrize("path", PATHS)
-def test_bags_of_different_sizes_stay_as_they_are_and_empty_bags_are_zero(path):
-    module, args = JaggedBags().eval(), _jagged(N, seed=0)
-    if path == "torch.export":  # (the numeric check draws offsets at random, which torch refuses)
-        optimized, report = graphopt.optimize(
-            torch.export.export(module, args), check_each_pass=True, verify=False
-        )
-    else:
-        optimized, report = _optimize(module, args, path)
-    assert RULE not in report.rule_counts
-    fresh = _jagged(N, seed=5)
-    (expected,) = float64_reference(module, fresh)
-    assert not expected[1, 1:].any()
-    np.testing.assert_allclose(_run(optimized, fresh), expected, rtol=1e-6, atol=1e-6)
+# (bags of different sizes, nn.EmbeddingBag with offsets: test_batch_jagged_bags.py)
 
 
 def test_torch_keeps_the_concatenated_table_a_parameter_named_after_the_tables():

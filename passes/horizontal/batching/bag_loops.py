@@ -12,6 +12,9 @@ offsets ``arange(0, B·L + 1, L)`` over indices that are a [B, L] block flattene
 - dynamo (``dynamo=True``): ``Gather`` of every index's row outside, (``Mul`` by the weights), then a
   Loop that slices each bag's rows and appends their sum or mean to a sequence, and
   ``ConcatFromSequence``.
+
+The same Loops over run-time offsets (bags of different sizes) are read by batching/jagged.py, with
+the fingerprints and helpers here.
 """
 
 from __future__ import annotations

@@ -11,8 +11,10 @@ forms read here:
   ``sum`` / ``mean``;
 - the ONNX exporters' ``nn.EmbeddingBag``, a ``Loop`` over the bags (passes/horizontal/batching/bag_loops.py).
 
-Only fixed-size bags (every bag L rows, none empty) are read; torch's offsets form with bags of
-different sizes stays as it is.
+Those are fixed-size bags (every bag L rows, none empty). ``nn.EmbeddingBag`` called with 1-D indices
+and run-time offsets (bags of different sizes, empty ones included, include_last_offset either way) is
+read too, in all three export paths' forms (passes/horizontal/batching/jagged.py): a ``Bag`` with
+``offsets`` and the ``form`` its original reads them in.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from graphopt.ir import DType, Node, Op, Value, constant_of, opaque_name
 
 from .bag import Bag
 from .bag_loops import loop_bag
+from .jagged import aten_jagged, loop_jagged, plain_jagged
 
 INDEX_TYPES = frozenset({DType.INT64, DType.INT32})
 ATEN_EMBEDDING = opaque_name("aten", "embedding.default")
@@ -50,8 +53,8 @@ def as_bag(value: Value) -> Bag | None:
     elif node.op in (ONNX_REDUCE_SUM, ATEN_SUM, Op.REDUCE_MEAN):
         found = _reduced_lookup(node)
     else:
-        found = loop_bag(value)
-    if found is None or not _plain(found):
+        found = loop_bag(value) or loop_jagged(value)
+    if found is None or not (_plain(found) if found.form is None else plain_jagged(found)):
         return None
     return found
 
@@ -74,7 +77,12 @@ def _aten_bag(node: Node, output: Value) -> Bag | None:
     if output is not node.outputs[0] or any(v.uses for v in node.outputs[1:]):
         return None
     args = call_arguments(node)
-    if args is None or args.get("include_last_offset") or args.get("padding_idx") not in (None, -1):
+    if args is None:
+        return None
+    flat = args["indices"]
+    if isinstance(flat, Value) and flat.rank == 1 and not _fixed_offsets(flat, args["offsets"]):
+        return aten_jagged(node, output, args)
+    if args.get("include_last_offset") or args.get("padding_idx") not in (None, -1):
         return None
     mode = _TORCH_MODES.get(args.get("mode", 0))
     flat, offsets, flat_weights = args["indices"], args["offsets"], args.get("per_sample_weights")
@@ -95,6 +103,15 @@ def _aten_bag(node: Node, output: Value) -> Bag | None:
     nodes = tuple(n for n in (node, flat.producer, offsets.producer) if n is not None)
     kernels = 1 + (offsets.producer is not None)
     return Bag(output, nodes, table, indices, weights, mode, False, kernels)
+
+
+def _fixed_offsets(flat: Value, offsets: Any) -> bool:
+    """Whether ``offsets`` make bags of one size L of the flattened [B, L] block ``flat``."""
+    indices = _flattened(flat)
+    shape = indices.shape if indices is not None else None
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return False
+    return _is_arange(offsets, shape[0] * shape[1], shape[1])
 
 
 def call_arguments(node: Node) -> dict[str, Any] | None:
