@@ -11,9 +11,10 @@ AutogradCPU and AutogradCUDA keys:
   kernel runs there and then;
 - a gradient needed (an exported program's ``module()`` called as is: its parameters require
   gradients): the op runs as the native ops it replaced (its ``math``), which autograd records in
-  C++ as it records them in the unfused program. custom_op's generated ``autograd.Function`` costs
-  several times their host time per call, which made an optimized program slower than the
-  original in eager mode, and the gradients are the unfused program's own.
+  C++ as it records them in the unfused program, in its precision (``torch_math.storage_precision``).
+  custom_op's generated ``autograd.Function`` costs several times their host time per call, which
+  made an optimized program slower than the original in eager mode, and the gradients are the
+  unfused program's own.
 
 Every other call (a Python mode, torch.compile, torch.export, a fake tensor) goes on to the autograd
 implementation custom_op generates, unchanged. Where this torch lacks the private pieces used here,
@@ -26,6 +27,8 @@ import logging
 from collections.abc import Callable
 
 import torch
+
+from graphopt.fused.torch_math import storage_precision
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ def register(
                 return eager_kernel(*args)
             if math is None:
                 return generic(keyset, *args)
-            return math(*args)
+            return storage_precision(math, args)
 
         return kernel
 

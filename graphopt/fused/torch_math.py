@@ -6,11 +6,17 @@ in double precision); results take the input's dtype. A residual is added in sto
 as the unfused graph and the Triton kernel do, and the rounded sum is what gets normalized.
 The CPU implementations call the native ops the fusion replaced (``layer_norm``, ``group_norm``, ...):
 a CPU has no launch to save, so they cost and compute what the unfused program does.
+
+An eager call that autograd records runs as the unfused program did (torch_direct.py), and there the
+native ops run in the storage dtype where every floating operand has it, fp16 or bf16
+(``storage_precision``): as the unfused program's ops did, each rounding its own result, with no
+casts to float32 and back around them (six launches for a layer norm and its activation, not two).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -23,8 +29,29 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_TANH_CUBIC = 0.044715
 
 
+_SIXTEEN_BIT = (torch.float16, torch.bfloat16)
+_state = threading.local()
+
+
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
+    if dtype == torch.float64:
+        return torch.float64
+    if dtype in _SIXTEEN_BIT and getattr(_state, "storage", False):
+        return dtype
+    return torch.float32
+
+
+def storage_precision(math, args):
+    """``math(*args)`` with native ops in the storage dtype where every floating tensor among ``args``
+    is fp16, or every one bf16 (the unfused program's own precision); else as ``compute_dtype`` says."""
+    dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in _SIXTEEN_BIT:
+        return math(*args)
+    _state.storage = True
+    try:
+        return math(*args)
+    finally:
+        _state.storage = False
 
 
 def as_dtype(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:

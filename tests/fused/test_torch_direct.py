@@ -113,3 +113,37 @@ def test_torch_compile_traces_through_the_op():
     compiled = torch.compile(lambda x: scale(x, 2.0) + 1, fullgraph=True, backend="aot_eager")
     x = torch.randn(4)
     torch.testing.assert_close(compiled(x), 2 * x + 1, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_16_bit_call_that_needs_a_gradient_runs_as_the_unfused_program_in_its_precision(dtype):
+    """layer_norm and GELU in the storage dtype, each rounding its own result, as the unfused program
+    computes them: equal to it bit for bit, with no casts to float32 and back around the ops."""
+    import graphopt.fused  # noqa: F401  (registers torch.ops.graphopt)
+
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(6, 64, generator=gen) * 3 + 100).to(dtype).requires_grad_()
+    weight = (torch.randn(64, generator=gen) + 1).to(dtype).requires_grad_()
+    bias = torch.randn(64, generator=gen).to(dtype).requires_grad_()
+    unfused = torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (64,), weight, bias, 1e-5))
+
+    with torch.profiler.profile() as profile:
+        y = torch.ops.graphopt.norm_act(x, weight, bias, "layer", "gelu", 1e-5, -1)
+    assert y.dtype == dtype and torch.equal(y, unfused)
+    assert not [e.name for e in profile.events() if e.name in ("aten::to", "aten::_to_copy")]
+    (grad_x,) = torch.autograd.grad(y.float().sum(), x)
+    (want_x,) = torch.autograd.grad(unfused.float().sum(), x)
+    assert torch.equal(grad_x, want_x)
+
+
+def test_a_call_with_16_bit_input_and_float32_weights_computes_in_float32():
+    """Operands of different precisions: the fused op's float32 math, rounded once (no operand's
+    precision is lost to another's)."""
+    import graphopt.fused  # noqa: F401
+
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randn(6, 64, generator=gen).to(torch.float16).requires_grad_()
+    weight = (torch.randn(64, generator=gen) + 1).requires_grad_()
+    y = torch.ops.graphopt.norm_act(x, weight, None, "layer", "gelu", 1e-5, -1)
+    want = torch.nn.functional.gelu(torch.nn.functional.layer_norm(x.float(), (64,), weight, None, 1e-5))
+    assert y.dtype == torch.float16 and torch.equal(y, want.half())
