@@ -71,7 +71,7 @@ class Op:
     VAR_MEAN = "var_mean"  # axes, correction: int, keepdims: bool; outputs (var, mean) (aten var_mean)
     # Pooled embedding lookup: rows of table [V, D] at indices [..., L] (times per_sample_weights
     # [..., L] where given), summed or averaged over the bag axis L: [..., D]. ``offsets`` [M], where
-    # given, is arange(0, numel(indices), L): the torch form reads it (graphopt/ir/embedding_bag.py).
+    # given, is arange(0, numel(indices), L): the torch form reads it (graphopt/analysis/embedding_bag.py).
     EMBEDDING_BAG = "embedding_bag"  # mode: "sum" | "mean"; inputs (table, indices, weights?, offsets?)
     # Linear algebra
     MATMUL = "matmul"  # NumPy matmul semantics, batched and broadcast

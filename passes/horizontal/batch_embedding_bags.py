@@ -4,7 +4,7 @@ A DLRM-style model pools each sparse feature's ids in its own ``nn.EmbeddingBag`
 ``emb(ids).sum(1)``) and stacks the N pooled [B, D] results, with the dense features, for the
 interaction. This pass concatenates the tables once, at optimize time (the only copy it makes),
 stacks the N index blocks along the axis the results are combined on, adds each feature's row offset
-and pools all bags with one ``embedding_bag`` (graphopt/ir/embedding_bag.py): one kernel in torch,
+and pools all bags with one ``embedding_bag`` (graphopt/analysis/embedding_bag.py): one kernel in torch,
 ``Gather`` → (``Mul``) → ``ReduceSum``/``ReduceMean`` in ONNX, in place of the N lookups (in ONNX, of the
 exporters' N Loops over the bags). Its [B, N, D] (or [N, B, D]) result takes the place of the N
 inputs of the stack (a concat views it as [B, N·D]); the other inputs join it through a concat.
@@ -34,12 +34,12 @@ from graphopt.ir import DType, Graph, Node, Op
 from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import Builder, Fail, NearMiss, Pass, RewriteStats
 from graphopt.rewrite.driver import count_rewrite, may_rewrite, replace_value
-from graphopt.rewrite.reachability import depends_on
 
 from .batching.bag import Bag
 from .batching.bag_pooling import pool, pooled_kernels
 from .batching.bags import as_bag
 from .batching.chains import Chain, first_difference, members, signature, trace_chain
+from .batching.reachability import depends_on
 
 RULE = "batch_embedding_bags"
 
