@@ -8,11 +8,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from .analysis import estimate_traffic, op_counts
 from .errors import BadInput, VerificationError
 from .files import model_files
 from .gc_pause import collection_paused
-from .ir import op_counts
-from .ir.traffic import estimate_traffic
 from .pipeline import run_passes, select_passes
 from .report import Report
 from .rewrite import Pass

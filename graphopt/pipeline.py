@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 from graphopt.passes import canonicalize, fuse, horizontal, recognize
 
+from .analysis import verify
 from .errors import BadInput
-from .ir import Graph, verify
+from .ir import Graph
 from .rewrite import NearMiss, Pass
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""``Op.EMBEDDING_BAG`` (graphopt/ir/embedding_bag.py) written out: as ONNX nodes and as aten calls.
+"""``Op.EMBEDDING_BAG`` (graphopt/analysis/embedding_bag.py) written out: as ONNX nodes and as aten calls.
 
 ONNX: ``Gather`` of the rows, ``Mul`` by the unsqueezed weights where given, ``ReduceSum`` or
 ``ReduceMean`` over the bag axis: standard ops, each one kernel in any runtime.

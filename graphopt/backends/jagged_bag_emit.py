@@ -1,4 +1,4 @@
-"""``Op.JAGGED_BAG`` (graphopt/ir/jagged_bag.py) written out: as ONNX nodes and as aten calls.
+"""``Op.JAGGED_BAG`` (graphopt/analysis/jagged_bag.py) written out: as ONNX nodes and as aten calls.
 
 Both forms look every feature's indices up at once: each index is checked against its own table and
 moved to that table's rows of the concatenated one (one outside is moved past its end, where the
@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from onnx import helper
 
+from ..analysis.jagged_bag import ONNX_OPSET, features
 from ..ir import DType, GraphError, Node
-from ..ir.jagged_bag import ONNX_OPSET, features
 
 if TYPE_CHECKING:
     from .fx_build import FxBuilder
@@ -208,7 +208,7 @@ def emit_onnx(e: Emitter, node: Node) -> None:
 
 
 def _divisors(w: _Writer, node: Node, sizes: str, raw_starts: str, count: str, dtype: DType) -> str:
-    """[N·B, 1]: what each bag's sum is divided by (graphopt/ir/jagged_bag.py says which)."""
+    """[N·B, 1]: what each bag's sum is divided by (graphopt/analysis/jagged_bag.py says which)."""
     n, bags = features(node), bag_count(node)
     zero, one = w.const(0, "div_zero"), w.const(1, "div_one")
     divisors = w("Max", sizes, one, hint="divisors")

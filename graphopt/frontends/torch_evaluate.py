@@ -1,7 +1,8 @@
 """Evaluating one node of a torch program on constant inputs (constant folding), with torch itself.
 
-Canonical ops go to the IR's own NumPy evaluator; a verbatim aten call runs its own op on CPU tensors.
-Random ops, in-place ops, higher-order ops and calls returning non-tensors are never folded.
+Canonical ops go to graphopt's own NumPy evaluator (graphopt/analysis/evaluate.py); a verbatim aten
+call runs its own op on CPU tensors. Random ops, in-place ops, higher-order ops and calls returning
+non-tensors are never folded.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import numpy as np
 import torch
 from torch.fx.node import map_aggregate
 
+from ..analysis.evaluate import can_evaluate, evaluate
 from ..ir import DType, Node, is_canonical
-from ..ir.evaluate import can_evaluate, evaluate
 from .fx_source import Attr, FxGroup, Ref
 from .torch_arrays import to_numpy, to_torch
 

@@ -5,10 +5,8 @@ from .dtypes import DType
 from .graph import Graph, Node, Use, Value, constant_of
 from .infer import infer_outputs, normalize_axis
 from .ops import Op, is_canonical, opaque_name
-from .printer import format_graph, format_node, op_counts
 from .provenance import origins, record_origins
 from .tensor import Tensor
-from .verify import verify
 
 __all__ = [
     "DType",
@@ -22,14 +20,10 @@ __all__ = [
     "Use",
     "Value",
     "constant_of",
-    "format_graph",
-    "format_node",
     "infer_outputs",
     "is_canonical",
     "normalize_axis",
-    "op_counts",
     "opaque_name",
     "origins",
     "record_origins",
-    "verify",
 ]

@@ -164,6 +164,14 @@ class Graph:
     def is_used(self, value: Value) -> bool:
         return bool(value._uses) or self.is_output(value)
 
+    def owns(self, value: Value) -> bool:
+        """Whether ``value`` is one of this graph's: an input, a constant, or a node's output."""
+        if value.producer is not None:
+            return value.producer.graph is self
+        if value.const is not None:
+            return self.constants.get(value.name) is value
+        return any(value is v for v in self.inputs)
+
     def values(self) -> Iterator[Value]:
         yield from self.inputs
         yield from self.constants.values()
@@ -213,7 +221,7 @@ class Graph:
     ) -> Node:
         """Appends a node. ``outputs``: (name, dtype, shape) per output, or a count / None to infer."""
         for value in inputs:
-            if value is not None and not self._owns(value):
+            if value is not None and not self.owns(value):
                 raise GraphError(f"node {name or op!r}: input {value.name!r} is not a value of this graph")
         node = Node(op, inputs, attrs or {}, name or f"{op}_{next(self._counter)}")
         node.seq = next(self._counter)
@@ -283,7 +291,7 @@ class Graph:
         reads = reads or {}
         inputs = tuple(None if v is None else reads.get(v, v) for v in node._inputs)
         for value in inputs:
-            if value is not None and not self._owns(value):
+            if value is not None and not self.owns(value):
                 raise GraphError(f"cannot revive {node.name!r}: {value.name!r} is not a value of this graph")
         node._inputs = inputs
         for index, value in enumerate(inputs):
@@ -373,13 +381,6 @@ class Graph:
         elif name in self._names:
             raise GraphError(f"value name {name!r} is defined twice")
         self._names.add(name)
-
-    def _owns(self, value: Value) -> bool:
-        if value.producer is not None:
-            return value.producer.graph is self
-        if value.const is not None:
-            return self.constants.get(value.name) is value
-        return any(value is v for v in self.inputs)
 
 
 def constant_of(value: Value) -> Tensor | None:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from graphopt.fused.registry import by_ir_op
 from graphopt.fused.spec import FusedOp
 
-from . import embedding_bag, jagged_bag
 from .core_types import Dim, GraphError, Shape
 from .dtypes import DType
 from .ops import BINARY_POINTWISE, UNARY_POINTWISE, Op
@@ -262,6 +261,29 @@ def _linear(node: Node) -> list[OutputType]:
     return [(x.dtype, (*x.shape[:-1], weight.shape[0]))]
 
 
+def _embedding_bag(node: Node) -> list[OutputType]:
+    """Bags of indices [..., L] into a table [V, D] pool to [..., D] (graphopt/analysis/embedding_bag.py)."""
+    table, indices = node.input(0), node.input(1)
+    if table.shape is None or indices.shape is None:
+        return [(table.dtype, None)]
+    return [(table.dtype, tuple(indices.shape[:-1]) + (table.shape[1],))]
+
+
+def _jagged_bag(node: Node) -> list[OutputType]:
+    """N features' variable-size bags pool to [N, B, D], B their offsets' count (one fewer with the last
+    offset included) (graphopt/analysis/jagged_bag.py)."""
+    table, n = node.input(0), len(node.attrs["counts"])
+    offsets = node.input(2 + n)
+    if table.shape is None or offsets is None or offsets.shape is None:
+        return [(table.dtype, None)]
+    bags = offsets.shape[0]
+    if isinstance(bags, int):
+        bags -= bool(node.attrs["last_offset"])
+    elif node.attrs["last_offset"]:
+        bags = None
+    return [(table.dtype, (n, bags, table.shape[1]))]
+
+
 def _fused(op: FusedOp, node: Node) -> list[OutputType]:
     """A fused op's outputs: its spec's shape rule; every output has X's dtype."""
     inputs = [node.input(i) for i in range(len(op.inputs))]
@@ -301,8 +323,8 @@ _RULES: dict[str, Callable[[Node], list[OutputType]]] = {
     Op.STACK: _stack,
     Op.REDUCE_MEAN: _reduce_mean,
     Op.VAR_MEAN: _var_mean,
-    Op.EMBEDDING_BAG: embedding_bag.output_type,
-    Op.JAGGED_BAG: jagged_bag.output_type,
+    Op.EMBEDDING_BAG: _embedding_bag,
+    Op.JAGGED_BAG: _jagged_bag,
     Op.MATMUL: _matmul,
     Op.LINEAR: _linear,
     Op.CONSTANT: _constant,

@@ -71,11 +71,11 @@ class Op:
     VAR_MEAN = "var_mean"  # axes, correction: int, keepdims: bool; outputs (var, mean) (aten var_mean)
     # Pooled embedding lookup: rows of table [V, D] at indices [..., L] (times per_sample_weights
     # [..., L] where given), summed or averaged over the bag axis L: [..., D]. ``offsets`` [M], where
-    # given, is arange(0, numel(indices), L): the torch form reads it (graphopt/ir/embedding_bag.py).
+    # given, is arange(0, numel(indices), L): the torch form reads it (graphopt/analysis/embedding_bag.py).
     EMBEDDING_BAG = "embedding_bag"  # mode: "sum" | "mean"; inputs (table, indices, weights?, offsets?)
     # N features' bags of different sizes (nn.EmbeddingBag with run-time offsets), pooled as one on
     # their tables concatenated: [N, B, D]. Inputs (table [R, D], bounds [N, 4], indices_0..N-1 [T_k],
-    # offsets_0..N-1, weights_0..N-1?); the offsets mean what the original's did (ir/jagged_bag.py).
+    # offsets_0..N-1, weights_0..N-1?); the offsets mean what the original's did (analysis/jagged_bag.py).
     JAGGED_BAG = "jagged_bag"  # mode, form: "torch" | "onnx_loop" | "onnx_sequence", last_offset, counts
     # Linear algebra
     MATMUL = "matmul"  # NumPy matmul semantics, batched and broadcast

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..ir import Graph, GraphError, Node, Value, record_origins
 from ..ir.provenance import has_origins
 from .budget import count_rewrite, may_rewrite
-from .origin import note_origin
 from .pattern import Either, Match, NodePattern, match
 from .rule import Builder, Decline, Fail, InPlace, Rule
 
 MAX_ROUNDS = 100
+
+# Told of each rewrite that builds nodes: the matched nodes, the nodes built, the (old, new) values swapped.
+OnRewrite = Callable[[Sequence[Node], Sequence[Node], Sequence[tuple[Value, Value]]], None]
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,11 @@ class RewriteStats:
         self.near_misses.extend(m for m in other.near_misses if m not in seen)
 
 
-def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = False) -> RewriteStats:
+def apply_rules(graph: Graph, rules: Sequence[Rule], *, on_rewrite: OnRewrite | None = None) -> RewriteStats:
     """Applies the rules until none matches. After the first round only the neighbourhood of what the
     previous round changed is searched again: a match needs a changed node within its pattern's depth.
-    Of those candidates, a rule tries the ones that ``_possible_roots`` leaves. ``keep_origin``: each
-    new node keeps what it replaced, to be given back if no fusion consumes it (origin.py)."""
+    Of those candidates, a rule tries the ones that ``_possible_roots`` leaves. ``on_rewrite`` is told of
+    each rewrite (a recognizer's new nodes keep what they replaced: passes/recognize/origin.py)."""
     stats = RewriteStats()
     misses: dict[tuple[str, str], tuple[NearMiss, Node]] = {}  # by (rule, node): the miss, where
     depth = max((pattern_depth(rule.root) for rule in rules), default=1)
@@ -67,7 +69,7 @@ def apply_rules(graph: Graph, rules: Sequence[Rule], *, keep_origin: bool = Fals
                 outcome = _qualify(graph, rule, found)  # (None: the rule does not apply, nothing came close)
                 if outcome is not None and not isinstance(outcome, Fail) and may_rewrite():
                     try:
-                        changes = rewrite_match(graph, name, outcome, rule.replace, keep_origin=keep_origin)
+                        changes = rewrite_match(graph, name, outcome, rule.replace, on_rewrite=on_rewrite)
                     except Decline as declined:
                         outcome = Fail(declined.reason)
                     else:
@@ -185,7 +187,7 @@ def why_kept(graph: Graph, values: Iterable[Value], replaced: Iterable[Node]) ->
 
 
 def rewrite_match(
-    graph: Graph, rule_name: str, found: Match, replace, *, keep_origin: bool = False
+    graph: Graph, rule_name: str, found: Match, replace, *, on_rewrite: OnRewrite | None = None
 ) -> list[Node]:
     """Runs ``replace`` and swaps its results in for what it replaces; returns the nodes it changed:
     the new ones and those that now read a replacement."""
@@ -230,8 +232,8 @@ def rewrite_match(
     for old, new in pairs:
         replace_value(graph, old, new, builder.created)
     erase_dead(graph, found.matched)
-    if keep_origin:
-        note_origin(found.matched, builder.created, pairs)
+    if on_rewrite is not None:
+        on_rewrite(found.matched, builder.created, pairs)
     readers = [use.node for _, new in pairs for use in new.uses]
     return [*builder.created, *readers]
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..ir import Graph
-from .driver import RewriteStats, apply_rules
+from .driver import OnRewrite, RewriteStats, apply_rules
 from .rule import Rule
 
 
@@ -18,8 +18,11 @@ class Pass:
     rules: tuple[Rule, ...] = ()
 
 
-def rewrite_pass(name: str, description: str, rules: Sequence[Rule], *, recognizer: bool = False) -> Pass:
-    """A pass that applies ``rules`` to a fixed point. A ``recognizer``'s new nodes keep what they
-    replaced, given back by ``restore_unfused`` when no fusion consumes them."""
+def rewrite_pass(
+    name: str, description: str, rules: Sequence[Rule], *, on_rewrite: OnRewrite | None = None
+) -> Pass:
+    """A pass that applies ``rules`` to a fixed point, telling ``on_rewrite`` of each rewrite (a
+    recognizer's note_origin: what it replaced is given back by ``restore_unfused`` when no fusion
+    consumes it)."""
     rules = tuple(rules)
-    return Pass(name, description, lambda graph: apply_rules(graph, rules, keep_origin=recognizer), rules)
+    return Pass(name, description, lambda graph: apply_rules(graph, rules, on_rewrite=on_rewrite), rules)

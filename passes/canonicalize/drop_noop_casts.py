@@ -7,7 +7,9 @@ Left in, the Cast sits between a residual add and the norm and hides the pair fr
 
 from __future__ import annotations
 
-from graphopt.rewrite import Fail, Rule, op, rewrite_pass
+from graphopt.rewrite import Rule, op, rewrite_pass
+
+from .forward_input import why_not_forwarded
 
 
 def pattern(x):
@@ -18,12 +20,7 @@ def check(match):
     node, x = match.root, match["x"]
     if x.dtype is None or node.attrs.get("to") != x.dtype:
         return None  # a real conversion
-    graph = node.graph
-    if graph.is_output(node.output) and (x.producer is None or graph.is_output(x)):
-        return Fail(
-            f"{node.output.name!r} is a graph output copied from {x.name!r}, which keeps its own name"
-        )
-    return match
+    return why_not_forwarded(node, x) or match
 
 
 def replace(b, match):

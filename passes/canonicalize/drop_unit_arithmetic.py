@@ -9,7 +9,9 @@ from ``fuse_group_norm_act``, so the fusions depended on the export path.
 
 from __future__ import annotations
 
-from graphopt.rewrite import Fail, Rule, op, rewrite_pass
+from graphopt.rewrite import Rule, op, rewrite_pass
+
+from .forward_input import why_not_forwarded
 
 
 def times_one_pattern(x):
@@ -24,12 +26,7 @@ def check(match):
     node, x = match.root, match["x"]
     if x.dtype is None or node.output.dtype != x.dtype or node.output.shape != x.shape:
         return None  # (a promotion to another dtype, or a broadcast of x: not x itself)
-    graph = node.graph
-    if graph.is_output(node.output) and (x.producer is None or graph.is_output(x)):
-        return Fail(
-            f"{node.output.name!r} is a graph output copied from {x.name!r}, which keeps its own name"
-        )
-    return match
+    return why_not_forwarded(node, x) or match
 
 
 def replace(b, match):

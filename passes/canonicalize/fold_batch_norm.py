@@ -25,9 +25,9 @@ import numpy as np
 
 from graphopt.ir import Graph, Node, Op, Tensor, Value, constant_of, opaque_name
 from graphopt.ir.provenance import record_origins
-from graphopt.rewrite import NearMiss, Pass, RewriteStats, count_rewrite, may_rewrite
+from graphopt.rewrite import Fail, NearMiss, Pass, RewriteStats, count_rewrite, may_rewrite
 
-from .batch_norms import BATCH_NORMS
+from .batch_norms import BATCH_NORMS, batch_norm_affine
 
 # Opaque ops the torch.export frontend reads with fixed input slots and attributes (aten_slots):
 # (x, weight, bias) with ``transposed``; (x, weight, bias, running_mean, running_var) with ``training``
@@ -64,7 +64,7 @@ def run(graph: Graph) -> RewriteStats:
         if producer is None or producer.op not in (*CONVOLUTIONS, Op.LINEAR, Op.MATMUL):
             continue  # (a batch norm after anything else needs a fused op, not a fold)
         try:
-            scale, shift = _affine(graph, norm)
+            scale, shift = _affine(norm)
             _only_reader(graph, norm.input(0), norm)
             if not may_rewrite():
                 break
@@ -84,29 +84,12 @@ def run(graph: Graph) -> RewriteStats:
     return stats
 
 
-def _affine(graph: Graph, norm: Node) -> tuple[np.ndarray, np.ndarray]:
+def _affine(norm: Node) -> tuple[np.ndarray, np.ndarray]:
     """The batch norm's per-channel ``(s, beta - mean * s)``, in float64."""
-    if norm.attrs.get("training") is not False or "eps" not in norm.attrs:
-        raise _Miss(f"{norm.name!r} is not known to be in inference mode")
-    if any(graph.is_used(v) for v in norm.outputs[1:]):
-        raise _Miss(f"{norm.name!r}'s saved statistics are read")
-    x, gamma, beta, mean, var = (norm.input(i) for i in range(5))
-    if x is None or x.rank is None or x.rank < 2 or not isinstance(x.shape[1], int):
-        raise _Miss(f"the channel count of {norm.name!r}'s input is unknown")
-    channels = x.shape[1]
-    arrays = []
-    for value, default in ((gamma, 1.0), (beta, 0.0), (mean, None), (var, None)):
-        if value is None and default is not None:
-            arrays.append(np.full(channels, default))
-            continue
-        tensor = constant_of(value) if value is not None else None
-        if tensor is None or tensor.shape != (channels,):
-            name = "absent" if value is None else repr(value.name)
-            raise _Miss(f"{norm.name!r} reads {name}, not a constant of {channels} channels")
-        arrays.append(tensor.numpy().astype(np.float64))
-    gamma_, beta_, mean_, var_ = arrays
-    scale = gamma_ / np.sqrt(var_ + norm.attrs["eps"])
-    return scale, beta_ - mean_ * scale
+    affine = batch_norm_affine(norm)
+    if isinstance(affine, Fail):
+        raise _Miss(affine.reason)
+    return affine
 
 
 def _only_reader(graph: Graph, value: Value, norm: Node) -> None:

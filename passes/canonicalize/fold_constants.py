@@ -16,8 +16,8 @@ import logging
 
 import numpy as np
 
+from graphopt.analysis.evaluate import can_evaluate, evaluate
 from graphopt.ir import Graph, Op, Tensor, constant_of, infer_outputs, record_origins
-from graphopt.ir.evaluate import can_evaluate, evaluate
 from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import Pass, RewriteStats, count_rewrite, may_rewrite
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from graphopt.rewrite import Fail, Rule, op, rewrite_pass
+from graphopt.rewrite import Rule, op, rewrite_pass
+
+from .forward_input import why_not_forwarded
 
 
 def pattern(x):
@@ -10,14 +12,7 @@ def pattern(x):
 
 
 def check(match):
-    node = match.root
-    graph = node.graph
-    x = match["x"]
-    if graph.is_output(node.output) and (x.producer is None or graph.is_output(x)):
-        return Fail(
-            f"{node.output.name!r} is a graph output copied from {x.name!r}, which must keep its own name"
-        )
-    return match
+    return why_not_forwarded(match.root, match["x"]) or match
 
 
 def replace(b, match):

@@ -26,10 +26,10 @@ from graphopt.fused.onnx_decompose import MIN_OPSET as FALLBACK_MIN_OPSET
 from graphopt.fused.spec import Activation
 from graphopt.ir import DType, Node, Op, Value, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
-from graphopt.rewrite.origin import ORIGIN
 
 from ..canonicalize.fold_batch_norm import CONVOLUTIONS
 from ..canonicalize.fold_onnx_batch_norm import ONNX_CONV
+from ..recognize.origin import ORIGIN
 from .activations import ACTIVATION_OPS, activation_of
 
 # Activations ONNX Runtime's GemmActivationFusion folds into a Gemm (FusedGemm).

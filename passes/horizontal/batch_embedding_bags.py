@@ -4,7 +4,7 @@ A DLRM-style model pools each sparse feature's ids in its own ``nn.EmbeddingBag`
 ``emb(ids).sum(1)``) and stacks the N pooled [B, D] results, with the dense features, for the
 interaction. This pass concatenates the tables once, at optimize time (the only copy it makes),
 stacks the N index blocks along the axis the results are combined on, adds each feature's row offset
-and pools all bags with one ``embedding_bag`` (graphopt/ir/embedding_bag.py): one kernel in torch,
+and pools all bags with one ``embedding_bag`` (graphopt/analysis/embedding_bag.py): one kernel in torch,
 ``Gather`` → (``Mul``) → ``ReduceSum``/``ReduceMean`` in ONNX, in place of the N lookups (in ONNX, of the
 exporters' N Loops over the bags). Its [B, N, D] (or [N, B, D]) result takes the place of the N
 inputs of the stack (a concat views it as [B, N·D]); the other inputs join it through a concat.
@@ -19,7 +19,7 @@ launches (the index arithmetic is a handful of small kernels).
 
 Bags of different sizes (``nn.EmbeddingBag`` on 1-D ids with run-time offsets, empty bags and
 include_last_offset included; passes/horizontal/batching/jagged.py) pool as one ``jagged_bag``
-(graphopt/ir/jagged_bag.py) over all N·B bags, [N, B, D]: the ids of all features concatenated, each
+(graphopt/analysis/jagged_bag.py) over all N·B bags, [N, B, D]: the ids of all features concatenated, each
 moved to its table's rows, each feature's offsets moved past the ids before it. Each form keeps its
 original's reading of the offsets (torch's contract; the exporters' Loops read any offsets, as
 ``Slice`` does, and the pooled ONNX form reads them the same way, so the numeric check's random
@@ -48,18 +48,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphopt.analysis.jagged_bag import ONNX_OPSET
 from graphopt.ir import DType, Graph, Node, Op, Value
-from graphopt.ir.jagged_bag import ONNX_OPSET
 from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import Builder, Fail, NearMiss, Pass, RewriteStats
 from graphopt.rewrite.driver import count_rewrite, may_rewrite, replace_value
-from graphopt.rewrite.reachability import depends_on
 
 from .batching.bag import Bag
 from .batching.bag_pooling import pool, pooled_kernels
 from .batching.bags import as_bag
 from .batching.chains import Chain, first_difference, members, signature, trace_chain
 from .batching.jagged import bag_count, pool_jagged, pooled_jagged_kernels, static_sizes
+from .batching.reachability import depends_on
 
 RULE = "batch_embedding_bags"
 

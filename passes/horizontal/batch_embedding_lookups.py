@@ -39,9 +39,9 @@ from graphopt.rewrite import (
     may_rewrite,
     replace_value,
 )
-from graphopt.rewrite.reachability import depends_on
 
 from .batching.chains import Chain, first_difference, members, signature, trace_chain
+from .batching.reachability import depends_on
 
 RULE = "batch_embedding_lookups"
 ATEN_EMBEDDING = opaque_name("aten", "embedding.default")

@@ -16,6 +16,8 @@ from graphopt.ir import DType, Op, constant_of
 from graphopt.rewrite import Either, Fail, Rule, op, rewrite_pass
 from graphopt.rewrite.scalars import scalar_operand
 
+from .origin import note_origin
+
 SQRT2 = math.sqrt(2.0)
 TANH_SCALE = math.sqrt(2.0 / math.pi)
 
@@ -133,5 +135,5 @@ PASS = rewrite_pass(
     "recognize_activations",
     "Turn elementwise spellings of GELU (erf and tanh forms) and SiLU into single ops.",
     [*_erf_rules(), *_tanh_rules(), Rule("silu_from_sigmoid", silu_pattern, replace_silu, _float)],
-    recognizer=True,
+    on_rewrite=note_origin,
 )

@@ -14,6 +14,8 @@ import numpy as np
 from graphopt.ir import Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 
+from .origin import note_origin
+
 
 def instance_norm_pattern(x, s, b):
     grouped = op.reshape(x).named("split")
@@ -122,5 +124,5 @@ PASS = rewrite_pass(
         Rule("fold_group_norm_scale", scale_pattern, replace_scale, check_scale),
         Rule("fold_group_norm_bias", bias_pattern, replace_bias, check_bias),
     ],
-    recognizer=True,
+    on_rewrite=note_origin,
 )

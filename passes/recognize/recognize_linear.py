@@ -15,6 +15,8 @@ from __future__ import annotations
 from graphopt.ir import Value
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
 
+from .origin import note_origin
+
 
 def matmul_pattern(x, w):
     return op.matmul(x, op.transpose(w).named("transpose"))
@@ -91,5 +93,5 @@ PASS = rewrite_pass(
         Rule("linear_bias", bias_pattern, replace_bias, check_bias),
         Rule("linear_through_flatten", flattened_pattern, replace_flattened, check_flattened),
     ],
-    recognizer=True,
+    on_rewrite=note_origin,
 )

@@ -15,6 +15,8 @@ from graphopt.ir import Op, constant_of
 from graphopt.rewrite import Either, Fail, Rule, op, rewrite_pass, why_kept
 from graphopt.rewrite.scalars import scalar_operand
 
+from .origin import note_origin
+
 
 def _inverse_sqrt(numerator, denominator):
     return Either(
@@ -233,5 +235,5 @@ PASS = rewrite_pass(
         Rule("fold_norm_bias", bias_pattern, replace_bias, check_bias),
         Rule("fold_norm_bias_unscaled", unscaled_bias_pattern, replace_bias, check_bias),
     ],
-    recognizer=True,
+    on_rewrite=note_origin,
 )

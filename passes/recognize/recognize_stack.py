@@ -9,6 +9,8 @@ from __future__ import annotations
 from graphopt.ir import Op
 from graphopt.rewrite import Rule, op, rewrite_pass
 
+from .origin import note_origin
+
 
 def concat_pattern():
     return op.concat(...)
@@ -59,5 +61,5 @@ PASS = rewrite_pass(
         Rule("stack_from_unsqueeze_concat", concat_pattern, replace, check_unsqueezed),
         Rule("stack_from_concat_view", reshape_pattern, replace, check_viewed),
     ],
-    recognizer=True,
+    on_rewrite=note_origin,
 )

@@ -3,14 +3,15 @@
 Recognizers (recognize_activations, recognize_norms, recognize_linear, recognize_stack) turn the
 exporters' spellings into single ops so that fusion rules match one form. An op that no fusion took is
 given back as the very nodes it replaced, so the written model is never a new decomposition that the
-runtime's own optimizer no longer recognizes (see graphopt/rewrite/origin.py).
+runtime's own optimizer no longer recognizes (see origin.py).
 """
 
 from __future__ import annotations
 
 from graphopt.ir import Graph
 from graphopt.rewrite import NearMiss, Pass, RewriteStats
-from graphopt.rewrite.origin import restore_unfused
+
+from .origin import restore_unfused
 
 
 def _run(graph: Graph) -> RewriteStats:

@@ -10,9 +10,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from graphopt.analysis import verify
 from graphopt.backends.torch_export import to_exported_program
 from graphopt.frontends.torch_export import from_exported_program
-from graphopt.ir import DType, verify
+from graphopt.ir import DType
 from graphopt.rewrite import Builder
 
 W = np.linspace(-1.0, 1.0, 20, dtype=np.float32).reshape(5, 4)  # a [K, D] weight made by a pass

@@ -7,9 +7,10 @@ from torch import nn
 from torch.export.graph_signature import InputKind
 
 import graphopt
+from graphopt.analysis import verify
 from graphopt.backends.torch_export import save_pt2, to_exported_program
 from graphopt.frontends.torch_export import from_exported_program
-from graphopt.ir import Op, verify
+from graphopt.ir import Op
 from graphopt.rewrite import Builder
 
 

@@ -2,8 +2,8 @@ import numpy as np
 import onnx
 import pytest
 
+from graphopt.analysis import verify
 from graphopt.files import model_files as model_io
-from graphopt.ir import verify
 from graphopt.runtime.runners import run_onnx
 from models import zoo
 

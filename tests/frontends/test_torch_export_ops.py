@@ -7,8 +7,9 @@ from torch import nn
 from torch.export.graph_signature import InputKind
 
 import graphopt
+from graphopt.analysis import op_counts, verify
 from graphopt.frontends.torch_export import call_arguments, from_exported_program, user_input_names
-from graphopt.ir import DType, Op, constant_of, op_counts, verify
+from graphopt.ir import DType, Op, constant_of
 
 
 def _export(module: nn.Module, *inputs, dynamic_shapes=None, decompose=False):

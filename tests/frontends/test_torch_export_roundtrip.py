@@ -5,9 +5,9 @@ import torch
 import torch_programs as tp
 
 import graphopt
+from graphopt.analysis import verify
 from graphopt.backends.torch_export import to_exported_program
 from graphopt.frontends.torch_export import from_exported_program
-from graphopt.ir import verify
 from graphopt.pipeline import pass_names
 
 CASES = [(name, form) for name in tp.SPECS for form in ("exported", "decomposed")]

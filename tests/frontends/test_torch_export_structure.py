@@ -13,9 +13,10 @@ import pytest
 import torch
 import torch_programs as tp
 
+from graphopt.analysis import format_node, verify
 from graphopt.frontends.onnx import from_onnx
 from graphopt.frontends.torch_export import from_exported_program
-from graphopt.ir import Op, format_node, verify
+from graphopt.ir import Op
 from graphopt.pipeline import run_passes, select_passes
 
 CANONICAL = ["fold_shape_inputs", "normalize_axes", "recognize_linear", "recognize_stack"]

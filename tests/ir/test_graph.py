@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from graphopt.ir import DType, Graph, GraphError, Op, Tensor, format_graph, op_counts, verify
+from graphopt.analysis import format_graph, op_counts, verify
+from graphopt.ir import DType, Graph, GraphError, Op, Tensor
 
 
 def chain_graph():

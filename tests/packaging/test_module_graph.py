@@ -101,19 +101,49 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
 def _private_uses(name: str, path: Path):
-    modules = set()  # local names bound to modules of the package
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    modules = set()  # how the file reaches modules of the package: local names and dotted paths
     for target, member, line, local in _imports(name, path):
         if member is not None and _private(member) and target != name:
-            yield f"{path.relative_to(ROOT)}:{line}: imports {member} from {target}"
+            yield f"{where}:{line}: imports {member} from {target}"
         if local is not None:
             modules.add(local)
+        elif member is None:  # (``import graphopt.ir.graph``: read as graphopt.ir.graph, graphopt.ir, ...)
+            parts = target.split(".")
+            modules.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        private = (
-            isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-        )
-        if private and isinstance(node.value, ast.Name) and node.value.id in modules:
-            yield f"{path.relative_to(ROOT)}:{node.lineno}: reads {node.value.id}.{node.attr}"
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            module = _dotted(node.value)
+            if module in modules and module != name:
+                yield f"{where}:{node.lineno}: reads {module}.{node.attr}"
+
+
+def test_the_private_name_scan_sees_each_form(tmp_path):
+    module = tmp_path / "probe.py"
+    module.write_text(
+        "import graphopt\n"
+        "import graphopt.ir.graph\n"
+        "from graphopt import api as a\n"
+        "from graphopt.ir import infer\n"
+        "from graphopt.rewrite.driver import _by_op\n"
+        "graphopt._x, graphopt.ir.graph._y, a._z, infer._rules, infer.public, graphopt.__name__\n"
+    )
+    found = [use.split(": ", 1)[1] for use in _private_uses("graphopt.probe", module)]
+    assert found == [
+        "imports _by_op from graphopt.rewrite.driver",
+        *(f"reads {r}" for r in ("graphopt._x", "graphopt.ir.graph._y", "a._z", "infer._rules")),
+    ]
 
 
 def test_no_module_reads_another_modules_private_names():

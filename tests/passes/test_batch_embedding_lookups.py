@@ -15,10 +15,11 @@ from exporting import (
 from lookup_models import FEATURES, StackedLookups, ids_for
 
 import graphopt
+from graphopt.analysis import format_graph
 from graphopt.frontends.onnx import from_onnx
 from graphopt.frontends.torch_export import from_exported_program
 from graphopt.fused.embedding_lookups import EMBEDDING_LOOKUPS
-from graphopt.ir import Op, format_graph
+from graphopt.ir import Op
 from graphopt.ir.ops import VIEWS
 from models.embeddings import EmbeddingStack, example_indices, vocab_sizes
 

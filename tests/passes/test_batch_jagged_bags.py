@@ -1,6 +1,6 @@
 """batch_embedding_bags on bags of different sizes: nn.EmbeddingBag on 1-D ids with run-time offsets.
 
-Through all three export paths, N features pool as one jagged_bag (graphopt/ir/jagged_bag.py) on their
+Through all three export paths, N features pool as one jagged_bag (graphopt/analysis/jagged_bag.py) on their
 tables concatenated once. Its sums are the original's bit for bit on the CPU: torch runs the same
 embedding_bag kernel on each bag's rows in their order, and ONNX Runtime's CPU ScatterND adds a bag's
 rows one after another as the Loop's ReduceSum did (its mean divides that sum by the bag's size, as
@@ -17,9 +17,10 @@ from jagged_models import BATCH, FEATURES, JaggedFront, jagged_inputs, weird_off
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
 import graphopt
+from graphopt.analysis import format_graph
 from graphopt.frontends.onnx import from_onnx
 from graphopt.frontends.torch_export import from_exported_program
-from graphopt.ir import Op, format_graph
+from graphopt.ir import Op
 from graphopt.pipeline import PIPELINE, run_passes
 from models.embeddings import Dlrm, vocab_sizes
 

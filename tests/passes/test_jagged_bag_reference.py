@@ -1,4 +1,4 @@
-"""Op.JAGGED_BAG's reference value (graphopt/ir/jagged_bag.py) is what each form's original computes."""
+"""Op.JAGGED_BAG's reference value (graphopt/analysis/jagged_bag.py) is what each form's original computes."""
 
 import numpy as np
 import onnx
@@ -7,10 +7,10 @@ import torch
 from exporting import export_onnx, feeds_for, run_onnx
 from jagged_models import FEATURES, JaggedFront, jagged_inputs, weird_offsets
 
+from graphopt.analysis.evaluate import evaluate
 from graphopt.frontends.onnx import from_onnx
 from graphopt.frontends.torch_export import from_exported_program
 from graphopt.ir import Op, constant_of
-from graphopt.ir.evaluate import evaluate
 from graphopt.pipeline import PIPELINE, run_passes
 
 

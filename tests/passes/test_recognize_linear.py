@@ -12,9 +12,10 @@ from graphopt.passes.recognize import recognize_linear
 from onnx import TensorProto, helper, numpy_helper
 
 import graphopt
+from graphopt.analysis import op_counts, verify
 from graphopt.frontends.onnx import from_onnx
 from graphopt.frontends.torch_export import from_exported_program
-from graphopt.ir import DType, Graph, Op, Tensor, op_counts, verify
+from graphopt.ir import DType, Graph, Op, Tensor
 
 F32 = DType.FLOAT32
 

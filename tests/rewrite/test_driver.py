@@ -1,6 +1,7 @@
 import pytest
 
-from graphopt.ir import DType, Graph, Op, format_graph, op_counts, verify
+from graphopt.analysis import format_graph, op_counts, verify
+from graphopt.ir import DType, Graph, Op
 from graphopt.rewrite import Decline, Either, Fail, Rule, apply_rules, op, why_kept
 
 

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from graphopt.ir import DType, Graph, Op, Tensor, format_graph
+from graphopt.analysis import format_graph
+from graphopt.ir import DType, Graph, Op, Tensor
 from graphopt.rewrite import Rule, apply_rules, op
 from graphopt.rewrite.scalars import holds_number, scalar_operand
 

@@ -19,7 +19,7 @@ class Bag:
     kernels: int  # launches the original spends on this bag
     # Bags of different sizes (batching/jagged.py): indices and weights are [T], the bags delimited by
     # run-time ``offsets`` [B] ([B + 1] with ``last_offset``, torch's include_last_offset), read as
-    # ``form`` says (graphopt/ir/jagged_bag.py: "torch", "onnx_loop", "onnx_sequence"); None: fixed size.
+    # ``form`` says (analysis/jagged_bag.py: "torch", "onnx_loop", "onnx_sequence"); None: fixed size.
     offsets: Value | None = None
     last_offset: bool = False
     form: str | None = None

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from graphopt.ir import Node, Op, Value
 from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import Builder, Decline, Fail, Match
-from graphopt.rewrite.reachability import depends_on
 
 from .batch_ops import RULES, Batched, Constant, Operand, move_axis
 from .chains import Chain, first_difference, members, signature, trace_chain
+from .reachability import depends_on
 from .sources import Source, piece_shared, read_elsewhere, split_source, value_source
 
 

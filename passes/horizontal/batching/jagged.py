@@ -13,7 +13,7 @@ one per export path:
   weights, or by ones), then the Loop of batching/bag_loops.py slicing each bag's rows at
   offsets[k]:offsets[k + 1] (the offsets with the number of indices appended unless included).
 
-``pool_jagged`` writes N of them as one ``Op.JAGGED_BAG`` (graphopt/ir/jagged_bag.py) on their tables
+``pool_jagged`` writes N of them as one ``Op.JAGGED_BAG`` (graphopt/analysis/jagged_bag.py) on their tables
 concatenated once, which each backend writes out (graphopt/backends/jagged_bag_emit.py).
 """
 
@@ -235,7 +235,7 @@ def _flat(value: Value | None) -> Value | None:
 
 def _last_bag_rule(body: onnx.GraphProto, captured: dict[str, Value], bags: int, count) -> bool:
     """Whether dynamo's mean body divides the last bag (index bags - 1) by the number of indices (a
-    constant) minus its start: what graphopt/ir/jagged_bag.py's "onnx_sequence" form reproduces."""
+    constant) minus its start: what graphopt/analysis/jagged_bag.py's "onnx_sequence" form reproduces."""
     seen = {"Equal": False, "Sub": False}
     for node in _walk(body):
         if node.op_type == "Sub":

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from .core_types import GraphError, Shape
-from .graph import Graph, Node, Use, Value
-from .infer import infer_outputs
-from .ops import is_canonical
+from ..ir import Graph, GraphError, Node, Shape, Use, Value, infer_outputs, is_canonical
 
 
 def verify(graph: Graph) -> None:

@@ -11,10 +11,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..ir import Node, Op
+from ..ir.infer import reshape_shape
 from . import embedding_bag, jagged_bag
-from .graph import Node
-from .infer import reshape_shape
-from .ops import Op
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 

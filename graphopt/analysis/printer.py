@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import Graph, Node
-from .tensor import Tensor
+from ..ir import Graph, Node, Tensor
 
 
 def format_attr(value: Any) -> str:

@@ -6,8 +6,8 @@ graphs with a dynamic batch are per unit of batch. It is an estimate for the rep
 
 from __future__ import annotations
 
-from . import Graph, Value
-from .ops import VIEWS
+from ..ir import Graph, Value
+from ..ir.ops import VIEWS
 
 
 def value_bytes(value: Value) -> int:

@@ -4,7 +4,8 @@ A recognizer (GELU from its tanh formula, a norm from its reductions, a linear f
 matmul) is a means, not a result: its op pays only when a fusion consumes it. Written out on its own it
 would be a new decomposition, which a runtime's optimizer may no longer recognize (ONNX Runtime fuses
 the exporters' GELU formula into one FastGelu kernel, not graphopt's). So each node a recognizer builds
-carries an ``Origin``: the very nodes it replaced, erased but intact. ``restore`` revives them in place
+carries an ``Origin``: the very nodes it replaced, erased but intact (the recognizers' passes hand
+``note_origin`` to the driver, which calls it after each rewrite). ``restore`` revives them in place
 of a recognized op that is still in the graph when fusion is done, and the backends write them back
 verbatim (they keep their frontend records).
 
@@ -18,8 +19,8 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..ir import Graph, GraphError, Node, Value
-from .budget import count_rewrite, may_rewrite
+from graphopt.ir import Graph, GraphError, Node, Value
+from graphopt.rewrite import count_rewrite, may_rewrite
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def restore(graph: Graph, origin: Origin) -> str | None:
                 continue
             now = origin.resolve(value)
             reads[value] = now
-            if _owned(graph, now) or now in produced:
+            if graph.owns(now) or now in produced:
                 continue
             if now.const is not None and graph.constants.get(now.name) is None:
                 constants.append(now)
@@ -129,14 +130,6 @@ def restore(graph: Graph, origin: Origin) -> str | None:
         if not any(graph.is_used(v) for v in node.outputs):
             graph.erase(node)
     return None
-
-
-def _owned(graph: Graph, value: Value) -> bool:
-    if value.producer is not None:
-        return value.producer.graph is graph
-    if value.const is not None:
-        return graph.constants.get(value.name) is value
-    return any(value is v for v in graph.inputs)
 
 
 def restore_unfused(graph: Graph) -> tuple[dict[str, int], list[tuple[str, str]]]:

@@ -1,4 +1,5 @@
-"""The pooled embedding lookup (``Op.EMBEDDING_BAG``): its output type and its reference value.
+"""The pooled embedding lookup (``Op.EMBEDDING_BAG``): its reference value (its shape rule is in
+graphopt/ir/infer.py).
 
 Inputs: ``table`` [V, D], ``indices`` [..., L] (each row of L indices is one bag), ``weights``
 [..., L] or None (torch's per_sample_weights: row i of the bag is scaled by its weight before the
@@ -17,17 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .graph import Node
-    from .infer import OutputType
-
-MODES = ("sum", "mean")
-
-
-def output_type(node: Node) -> list[OutputType]:
-    table, indices = node.input(0), node.input(1)
-    if table.shape is None or indices.shape is None:
-        return [(table.dtype, None)]
-    return [(table.dtype, tuple(indices.shape[:-1]) + (table.shape[1],))]
+    from ..ir import Node
 
 
 def evaluate(node: Node, table, indices, weights=None, offsets=None) -> np.ndarray:

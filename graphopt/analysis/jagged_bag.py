@@ -1,4 +1,5 @@
-"""Variable-size bags pooled as one (``Op.JAGGED_BAG``): its output type and its reference value.
+"""Variable-size bags pooled as one (``Op.JAGGED_BAG``): its reference value (its output type is
+``ir/infer.py``'s rule).
 
 N features, each an ``nn.EmbeddingBag`` called with 1-D indices and run-time offsets: feature k's
 indices [T_k] fall into B bags (as many for every feature) that its offsets delimit, and each bag
@@ -40,8 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .graph import Node
-    from .infer import OutputType
+    from ..ir import Node
 
 FORMS = ("torch", "onnx_loop", "onnx_sequence")
 # The ONNX opset whose ScatterElements and ScatterND add (reduction="add"): the ONNX form pools with them.
@@ -50,19 +50,6 @@ ONNX_OPSET = 16
 
 def features(node: Node) -> int:
     return len(node.attrs["counts"])
-
-
-def output_type(node: Node) -> list[OutputType]:
-    table, n = node.input(0), features(node)
-    offsets = node.input(2 + n)
-    if table.shape is None or offsets is None or offsets.shape is None:
-        return [(table.dtype, None)]
-    bags = offsets.shape[0]
-    if isinstance(bags, int):
-        bags -= bool(node.attrs["last_offset"])
-    elif node.attrs["last_offset"]:
-        bags = None
-    return [(table.dtype, (n, bags, table.shape[1]))]
 
 
 def slice_bounds(start: int, end: int, count: int) -> tuple[int, int]:

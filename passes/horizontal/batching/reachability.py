@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import networkx as nx
 
-from ..ir import Graph, Node, Value
+from graphopt.ir import Graph, Node, Value
 
 
 def dependency_graph(graph: Graph) -> nx.DiGraph:
