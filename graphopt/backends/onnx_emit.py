@@ -16,10 +16,7 @@ from ..fused.registry import FUSED_OPS, by_ir_op
 from ..fused.spec import DOMAIN
 from ..ir import DType, Graph, GraphError, Node, Op, Tensor
 from ..ir.ops import BINARY_POINTWISE
-from .embedding_bag_emit import emit_onnx as _embedding_bag
-from .group_norm_emit import emit_group_norm as _group_norm
-from .group_norm_emit import emit_instance_norm as _instance_norm
-from .jagged_bag_emit import emit_onnx as _jagged_bag
+from . import embedding_bag_emit, group_norm_emit, jagged_bag_emit
 
 
 class Emitter:
@@ -388,11 +385,11 @@ _EMITTERS: dict[str, Callable[[Emitter, Node], None]] = {
     Op.CONSTANT: _constant,
     Op.LAYER_NORM: _layer_norm,
     Op.RMS_NORM: _rms_norm,
-    Op.GROUP_NORM: _group_norm,
-    Op.INSTANCE_NORM: _instance_norm,
+    Op.GROUP_NORM: group_norm_emit.emit_group_norm,
+    Op.INSTANCE_NORM: group_norm_emit.emit_instance_norm,
     Op.REDUCE_MEAN: _reduce_mean,
-    Op.EMBEDDING_BAG: _embedding_bag,
-    Op.JAGGED_BAG: _jagged_bag,
+    Op.EMBEDDING_BAG: embedding_bag_emit.emit_onnx,
+    Op.JAGGED_BAG: jagged_bag_emit.emit_onnx,
     Op.GELU: _gelu,
     Op.SILU: _silu,
     Op.RSQRT: _rsqrt,

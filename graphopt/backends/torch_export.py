@@ -147,15 +147,18 @@ def _assemble(builder: FxBuilder, program, names: list[str | None], dropped: set
 def _own_subgraphs(module: fx.GraphModule) -> None:
     """The subgraph modules of higher-order ops (``wrap_with_set_grad_enabled``, ``cond``...) become the
     optimized program's own copies: shared with the input program, a pass that rewrites one of them in
-    place (torch's ``move_to_device_pass`` does) would change both. Their metadata asserts of a value's
-    traced dtype go, as the top graph's do (frontends/aten_conversions.py): they would pin the traced
-    device, so that the module failed after a ``.to(device)``."""
+    place (torch's ``move_to_device_pass`` does) would change both. In them, as in the top graph
+    (frontends/aten_conversions.py), a conversion to the device a value was traced on is the cast it
+    was, and a metadata assert of its traced dtype goes: both would pin the traced device, so that the
+    module failed after a ``.to(device)``."""
     for name, child in list(module.named_children()):
         if not isinstance(child, fx.GraphModule):
             continue
         own = copy.deepcopy(child)
         for sub in own.modules():
-            if isinstance(sub, fx.GraphModule) and _drop_metadata_asserts(sub.graph):
+            if isinstance(sub, fx.GraphModule) and (
+                _drop_metadata_asserts(sub.graph) | _unpin_traced_device(sub.graph)
+            ):
                 sub.recompile()
         setattr(module, name, own)
 
@@ -170,6 +173,26 @@ def _drop_metadata_asserts(graph: fx.Graph) -> bool:
             graph.erase_node(node)
             dropped = True
     return dropped
+
+
+def _unpin_traced_device(graph: fx.Graph) -> bool:
+    aten = torch.ops.aten
+    changed = False
+    for node in graph.nodes:
+        if node.op != "call_function" or not node.args or not isinstance(node.args[0], fx.Node):
+            continue
+        value = node.args[0].meta.get("val")
+        traced = getattr(value, "device", None)
+        if node.target in (aten._to_copy.default, aten.to.dtype_layout):
+            device = node.kwargs.get("device")
+            if device is not None and torch.device(device) == traced:
+                node.kwargs = {k: v for k, v in node.kwargs.items() if k != "device"}
+                changed = True
+        elif node.target is aten.to.device and len(node.args) >= 3 and torch.device(node.args[1]) == traced:
+            node.target = aten.to.dtype
+            node.args = (node.args[0], *node.args[2:])
+            changed = True
+    return changed
 
 
 def _renamed_entry(entry, renamed: dict[str, str]):

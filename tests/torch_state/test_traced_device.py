@@ -50,7 +50,7 @@ def test_the_optimized_program_names_no_device_and_runs_on_another():
 
 class CastUnderNoGrad(nn.Module):
     """torch.export writes the no_grad region as a ``wrap_with_set_grad_enabled`` call of a subgraph
-    module, with the cast's metadata checks inside it."""
+    module, with the conversion to the traced device and the cast's metadata checks inside it."""
 
     def __init__(self):
         super().__init__()
@@ -58,8 +58,17 @@ class CastUnderNoGrad(nn.Module):
 
     def forward(self, x):
         with torch.no_grad():
-            y = x.float() * 2
+            y = x.to("cpu").float() * 2
         return nn.functional.gelu(self.norm(y + x))
+
+
+def _subgraph_nodes(module) -> list[str]:
+    return [
+        node.format_node()
+        for name, sub in module.named_modules()
+        if name and isinstance(sub, torch.fx.GraphModule)
+        for node in sub.graph.nodes
+    ]
 
 
 def _subgraph_asserts(module) -> list[str]:
@@ -85,6 +94,10 @@ def test_subgraph_modules_are_the_optimized_programs_own_and_free_to_move():
     for name, theirs in program.graph_module.named_children():
         if isinstance(theirs, torch.fx.GraphModule):
             assert ours[name] is not theirs
+    assert [n for n in _subgraph_nodes(program.graph_module) if "device" in n]
+    assert [n for n in _subgraph_nodes(optimized.graph_module) if "device" in n] == []
     x = torch.randn(4, 16)
     torch.testing.assert_close(optimized.module()(x), program.module()(x), rtol=1e-6, atol=1e-6)
     assert optimized.module().to("meta")(x.to("meta")).device.type == "meta"
+    with pytest.raises(Exception, match=r"meta|device"):
+        program.module().to("meta")(x.to("meta"))

@@ -51,7 +51,7 @@ def loop_bag(value: Value) -> Bag | None:
     node = value.producer
     if node.op == CONCAT_FROM_SEQUENCE and len(node.inputs) == 1:
         loop = node.input(0).producer
-        if loop is None or loop.op != LOOP or node.input(0) is not _appended(loop):
+        if loop is None or loop.op != LOOP or node.input(0) is not loop_appended(loop):
             return None
         return _dynamo_bag(value, node, loop)
     if node.op == LOOP and len(node.outputs) == 1:
@@ -59,7 +59,7 @@ def loop_bag(value: Value) -> Bag | None:
     return None
 
 
-def _body(loop: Node) -> onnx.GraphProto | None:
+def loop_body(loop: Node) -> onnx.GraphProto | None:
     proto = getattr(loop, "source", None)
     if not isinstance(proto, onnx.NodeProto):
         return None
@@ -67,10 +67,10 @@ def _body(loop: Node) -> onnx.GraphProto | None:
     return bodies[0] if bodies else None
 
 
-def _appended(loop: Node) -> Value | None:
+def loop_appended(loop: Node) -> Value | None:
     """The Loop's output that its body appends each bag's result to (the exporter writes the
     loop-carried values in either order)."""
-    body = _body(loop)
+    body = loop_body(loop)
     if body is None:
         return None
     inserted = {n.output[0] for n in body.node if n.op_type == "SequenceInsert"}
@@ -78,17 +78,17 @@ def _appended(loop: Node) -> Value | None:
     return loop.outputs[carried[0]] if len(carried) == 1 and carried[0] < len(loop.outputs) else None
 
 
-def _fingerprint(graph: onnx.GraphProto) -> str:
+def loop_fingerprint(graph: onnx.GraphProto) -> str:
     parts = []
     for node in graph.node:
         parts.append(node.op_type)
         for a in node.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
-                parts.append(f"[{a.name} {_fingerprint(a.g)} ]".replace("  ]", " ]"))
+                parts.append(f"[{a.name} {loop_fingerprint(a.g)} ]".replace("  ]", " ]"))
     return " ".join(parts)
 
 
-def _captured(loop: Node, body: onnx.GraphProto) -> dict[str, Value]:
+def loop_captured(loop: Node, body: onnx.GraphProto) -> dict[str, Value]:
     """The outer values the body reads, by the names it reads them by (in the order the ONNX
     frontend appends them to the Loop's inputs: first read first, nested bodies where they occur)."""
     names: dict[str, None] = {}
@@ -131,28 +131,28 @@ def _fixed_offsets(value: Value | None, block: Value, with_end: bool = True) -> 
     return np.array_equal(tensor.numpy().reshape(-1), np.arange(0, rows * size + with_end, size))
 
 
-def _scalar(value: Value | None) -> int | None:
+def loop_scalar(value: Value | None) -> int | None:
     tensor = constant_of(value) if value is not None else None
     return None if tensor is None or tensor.numpy().size != 1 else int(tensor.numpy().reshape(-1)[0])
 
 
-def _make(output: Value, nodes, table, indices, weights, mode, loop_body) -> Bag:
+def _make(output: Value, nodes, table, indices, weights, mode, body) -> Bag:
     # (B iterations of the body's ops: the launches the original spends)
-    kernels = len(nodes) + indices.shape[0] * len(loop_body.node)
+    kernels = len(nodes) + indices.shape[0] * len(body.node)
     return Bag(output, tuple(nodes), table, indices, weights, mode, True, kernels)
 
 
 def _dynamo_bag(output: Value, concat: Node, loop: Node) -> Bag | None:
-    body = _body(loop)
+    body = loop_body(loop)
     if body is None or len(body.node) < 1 or loop.input(0) is not None:
         return None
-    mode = DYNAMO_BODIES.get(_fingerprint(body))
-    captured = _captured(loop, body)
+    mode = DYNAMO_BODIES.get(loop_fingerprint(body))
+    captured = loop_captured(loop, body)
     reads = [n for n in body.node if n.op_type == "Slice"]
     less = [n for n in body.node if n.op_type == "Less"]
     if mode is None or len(reads) != 2 or len(less) != 1:
         return None
-    offsets, bags = captured.get(reads[0].input[0]), _scalar(captured.get(less[0].input[1]))
+    offsets, bags = captured.get(reads[0].input[0]), loop_scalar(captured.get(less[0].input[1]))
     rows_names = [n for n in captured if n not in (reads[0].input[0], less[0].input[1])]
     rows = [captured[n] for n in rows_names if captured[n].rank == 2 and constant_of(captured[n]) is None]
     if len(rows) != 1 or len(rows[0].uses) != 1:
@@ -193,12 +193,12 @@ def _dynamo_bag(output: Value, concat: Node, loop: Node) -> Bag | None:
 
 
 def _torchscript_bag(output: Value, loop: Node) -> Bag | None:
-    body = _body(loop)
-    found = TORCHSCRIPT_BODIES.get(_fingerprint(body)) if body is not None else None
+    body = loop_body(loop)
+    found = TORCHSCRIPT_BODIES.get(loop_fingerprint(body)) if body is not None else None
     if found is None:
         return None
     mode, weighted = found
-    captured = _captured(loop, body)
+    captured = loop_captured(loop, body)
     gathers = [n for n in body.node if n.op_type == "Gather"]
     slices = [n for n in body.node if n.op_type == "Slice"]
     starts, ends = captured.get(gathers[0].input[0]), captured.get(gathers[1].input[0])
@@ -207,7 +207,7 @@ def _torchscript_bag(output: Value, loop: Node) -> Bag | None:
     weights = _block(captured.get(slices[1].input[0])) if weighted else None
     if table is None or indices is None or (weighted and weights is None):
         return None
-    if gathers[2].input[1] != slices[0].output[0] or _scalar(loop.input(0)) != indices.shape[0]:
+    if gathers[2].input[1] != slices[0].output[0] or loop_scalar(loop.input(0)) != indices.shape[0]:
         return None
     if not _fixed_offsets(starts, indices) or constant_of(ends) is None:
         return None

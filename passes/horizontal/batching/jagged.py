@@ -31,11 +31,11 @@ from .bag_loops import (
     DYNAMO_BODIES,
     LOOP,
     TORCHSCRIPT_BODIES,
-    _appended,
-    _body,
-    _captured,
-    _fingerprint,
-    _scalar,
+    loop_appended,
+    loop_body,
+    loop_captured,
+    loop_fingerprint,
+    loop_scalar,
 )
 
 INDEX_TYPES = frozenset({DType.INT64, DType.INT32})
@@ -92,7 +92,7 @@ def loop_jagged(value: Value) -> Bag | None:
     node = value.producer
     if node.op == CONCAT_FROM_SEQUENCE and len(node.inputs) == 1:
         loop = node.input(0).producer
-        if loop is None or loop.op != LOOP or node.input(0) is not _appended(loop):
+        if loop is None or loop.op != LOOP or node.input(0) is not loop_appended(loop):
             return None
         return _dynamo(value, node, loop)
     if node.op == LOOP and len(node.outputs) == 1:
@@ -114,12 +114,12 @@ def _edges(edges: Value | None, count) -> tuple[Value, bool, list[Node]] | None:
 
 
 def _torchscript(output: Value, loop: Node) -> Bag | None:
-    body = _body(loop)
-    found = TORCHSCRIPT_BODIES.get(_fingerprint(body)) if body is not None else None
+    body = loop_body(loop)
+    found = TORCHSCRIPT_BODIES.get(loop_fingerprint(body)) if body is not None else None
     if found is None:
         return None
     mode, weighted = found
-    captured = _captured(loop, body)
+    captured = loop_captured(loop, body)
     gathers = [n for n in body.node if n.op_type == "Gather"]
     slices = [n for n in body.node if n.op_type == "Slice"]
     starts, ends = captured.get(gathers[0].input[0]), captured.get(gathers[1].input[0])
@@ -133,7 +133,7 @@ def _torchscript(output: Value, loop: Node) -> Bag | None:
     if edges is None or not _follows(ends, starts):
         return None
     offsets, last, between = edges
-    if _scalar(loop.input(0)) != ends.shape[0]:  # (the trip count: one iteration a bag)
+    if loop_scalar(loop.input(0)) != ends.shape[0]:  # (the trip count: one iteration a bag)
         return None
     nodes = [loop, ends.producer, *between]
     kernels = len(nodes) + ends.shape[0] * len(body.node)
@@ -170,16 +170,16 @@ def _follows(ends: Value | None, starts: Value) -> bool:
 
 
 def _dynamo(output: Value, concat: Node, loop: Node) -> Bag | None:
-    body = _body(loop)
+    body = loop_body(loop)
     if body is None or loop.input(0) is not None:
         return None
-    mode = DYNAMO_BODIES.get(_fingerprint(body))
-    captured = _captured(loop, body)
+    mode = DYNAMO_BODIES.get(loop_fingerprint(body))
+    captured = loop_captured(loop, body)
     reads = [n for n in body.node if n.op_type == "Slice"]
     less = [n for n in body.node if n.op_type == "Less"]
     if mode is None or len(reads) != 2 or len(less) != 1:
         return None
-    edges, bags = captured.get(reads[0].input[0]), _scalar(captured.get(less[0].input[1]))
+    edges, bags = captured.get(reads[0].input[0]), loop_scalar(captured.get(less[0].input[1]))
     if edges is None or reads[1].input[0] != reads[0].input[0]:
         return None
     rows = [v for n, v in captured.items() if v.rank == 2 and constant_of(v) is None and v is not edges]
@@ -239,12 +239,12 @@ def _last_bag_rule(body: onnx.GraphProto, captured: dict[str, Value], bags: int,
     seen = {"Equal": False, "Sub": False}
     for node in _walk(body):
         if node.op_type == "Sub":
-            total = _scalar(captured.get(node.input[0]))
+            total = loop_scalar(captured.get(node.input[0]))
             if total != count:
                 return False
             seen["Sub"] = True
         if node.op_type == "Equal":
-            constants = [_scalar(captured[i]) for i in node.input if i in captured]
+            constants = [loop_scalar(captured[i]) for i in node.input if i in captured]
             if constants:
                 if constants != [bags - 1]:
                     return False
