@@ -102,6 +102,11 @@ def _check(match, reduce_names):
         return Fail(f"epsilon {match['eps'].name!r} of shape {list(tensor.shape)} is no scalar there")
     if not 0 <= eps < float("inf"):  # (also refuses NaN: a norm op's epsilon must be a number)
         return Fail(f"epsilon {match['eps'].name!r} is {eps}, not a finite non-negative number")
+    if float(np.float32(eps)) != eps:
+        # A float64 program's own epsilon (1e-5 as a double): the norm ops' epsilon is a float32
+        # attribute in ONNX (LayerNormalization's, the fused ops'), which would round it, and the
+        # normalized rows of a near-constant row would move by as much as that rounding.
+        return Fail(f"epsilon {match['eps'].name!r} = {eps!r} is not a float32 number")
     axis = _trailing_axis(match, reduce_names)
     if isinstance(axis, Fail):
         return axis

@@ -116,3 +116,52 @@ def test_a_power_of_exactly_two_is_a_square():
     assert "Pow" not in op_types(optimized)
     assert report.rule_counts.get("rms_norm_from_ops[pow,div]") == 1
     assert_matches_reference(optimized, float64_reference("rms", inputs(True)["x"]))
+
+
+def float64_layer_norm(eps: float):
+    """A layer norm spelled out in float64 (opset 18), its epsilon a float64 constant."""
+    steps = [
+        ("ReduceMean", ["x", "axes"], "mean"),
+        ("Sub", ["x", "mean"], "d"),
+        ("Mul", ["d", "d"], "square"),
+        ("ReduceMean", ["square", "axes"], "var"),
+        ("Add", ["var", "eps"], "shifted"),
+        ("Sqrt", ["shifted"], "std"),
+        ("Div", ["d", "std"], "y"),
+    ]
+    graph = helper.make_graph(
+        [helper.make_node(op, ins, [out]) for op, ins, out in steps],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [4, D])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4, D])],
+        [
+            numpy_helper.from_array(np.array([-1], np.int64), "axes"),
+            numpy_helper.from_array(np.array(eps), "eps"),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def near_constant_rows():
+    # (rows whose variance is far below epsilon: the normalized values are d / sqrt(eps), so they move
+    # with any rounding of epsilon)
+    return {"x": 3.0 + np.random.default_rng(6).standard_normal((4, D)) * 1e-4}
+
+
+def test_a_float64_epsilon_that_float32_would_round_keeps_the_norm_spelled_out():
+    model = float64_layer_norm(1e-5)
+    optimized, report = recognized(model, inputs=near_constant_rows())
+    assert "LayerNormalization" not in op_types(optimized)
+    assert "epsilon 'eps' = 1e-05 is not a float32 number" in near_misses(
+        report, "layer_norm_from_ops[mul,div]"
+    )
+    x = near_constant_rows()["x"]
+    d = x - x.mean(-1, keepdims=True)
+    want = d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5)
+    (got,) = run_onnx(optimized, near_constant_rows())
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+def test_a_float64_epsilon_that_is_a_float32_number_is_recognized():
+    optimized, _ = recognized(float64_layer_norm(2.0**-17), inputs=near_constant_rows())
+    assert op_types(optimized) == ["LayerNormalization"]
