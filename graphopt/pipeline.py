@@ -53,6 +53,7 @@ PIPELINE: tuple[Pass, ...] = (
     # before fuse_bias_act would take it alone)
     fuse.FUSE_BATCH_NORM_ACT,
     fuse.FUSE_BIAS_ACT,
+    horizontal.BATCH_CHAINS_AFTER_FUSION,
     # (last but dead-node removal: a recognizer is a means, not a result)
     recognize.RESTORE_UNFUSED,
     canonicalize.REMOVE_DEAD_NODES,

@@ -12,8 +12,9 @@ depends on another chain. The two differ only in where the pieces may come from.
 
 from __future__ import annotations
 
+from graphopt.fused.registry import by_ir_op
 from graphopt.ir import Op
-from graphopt.rewrite import Pass, Rule, op, rewrite_pass
+from graphopt.rewrite import Fail, Pass, Rule, op, rewrite_pass
 
 from .batching import find_group, rewrite_group
 
@@ -22,11 +23,17 @@ def pattern():
     return op.any_of(Op.STACK, Op.CONCAT)(...)
 
 
-def batch_chains(name: str, description: str, *, independent: bool) -> Pass:
-    """The pass that batches chains from one split source or, with ``independent``, unrelated ones."""
+def batch_chains(name: str, description: str, *, independent: bool, from_fused: bool = False) -> Pass:
+    """The pass that batches chains from one split source or, with ``independent``, unrelated ones
+    (with ``from_fused``, only chains that each start at a fused op's output)."""
 
     def check(match):
-        return find_group(match, independent=independent)
+        found = find_group(match, independent=independent)
+        if from_fused and found is not None and not isinstance(found, Fail):
+            pieces = [chain.piece.producer for chain in found.info["group"].chains]
+            if not all(p is not None and by_ir_op(p.op) is not None for p in pieces):
+                return None
+        return found
 
     return rewrite_pass(name, description, [Rule(name, pattern, rewrite_group, check)])
 
@@ -40,4 +47,13 @@ PARALLEL_PASS = batch_chains(
     "batch_parallel_chains",
     "Batch independent identical chains that feed one stack/concat (their inputs stacked once).",
     independent=True,
+)
+# The same after the fusions: per-slice chains that differed before a fusion took the ops where they
+# differed (norms with different activations, each now one fused op) may end in identical ops, which
+# then run as one. Before, only optimizing the optimized model again batched them.
+FUSED_PARALLEL_PASS = batch_chains(
+    "batch_chains_after_fusion",
+    "After the fusions, batch identical chains that start at fused ops and feed one stack/concat.",
+    independent=True,
+    from_fused=True,
 )

@@ -385,12 +385,16 @@ def test_sums_that_differ_by_a_no_op_reshape_merge_in_the_first_run():
 
 # The random programs each bug was found as (models/random_program.py seeds), replayed as they were.
 FOUND_AS = [("onnx", 3441), ("onnx", 4896), ("onnx", 9509), ("onnx", 2060), ("onnx", 4073), ("onnx", 4429),
-            ("onnx", 4361), ("torch", 241), ("torch", 912), ("onnx", 10611)]  # fmt: skip
+            ("onnx", 4361), ("torch", 241), ("torch", 912), ("onnx", 10611), ("onnx", 11146),
+            ("onnx", 11488)]  # fmt: skip
 
 
 @pytest.mark.parametrize(("form", "seed"), FOUND_AS)
 def test_the_random_programs_that_found_bugs_hold_their_properties(form, seed):
     """4429: two equal views of one value merged after the reshape collapsing ran, leaving a chain
     of two reshapes that only a second run collapsed (now a merge collapses again). 10611: a float64
-    norm's epsilon, 1e-5 as a double, rounded by the float32 attribute of the norm op it became."""
+    norm's epsilon, 1e-5 as a double, rounded by the float32 attribute of the norm op it became.
+    11146: per-slice norms fused with different activations left identical adds after them that only
+    a second optimization batched (batch_chains_after_fusion); 11488: x * sigmoid(x) given back
+    beside an equal sigmoid, merged only by a second optimization (restore_unfused merges now)."""
     check_program(draw_program(SeededChoices(seed), torch_form=form == "torch"), form)

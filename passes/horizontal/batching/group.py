@@ -32,6 +32,10 @@ def find_group(match: Match, *, independent: bool) -> Match | Fail | None:
         if isinstance(chain, Fail):
             return None if independent else Fail(f"chain {i}: {chain.reason}")
         chains.append(chain)
+    unknown = next((c.piece.name for c in chains if c.piece.rank is None and c.nodes), None)
+    if unknown is not None:
+        # (the batching rules place the batch axis and move the ops' axes by the pieces' rank)
+        return Fail(f"piece {unknown!r} has no known rank")
     source = split_source(chains)
     if independent:
         if source is not None or any(
