@@ -66,6 +66,7 @@ def check_model_proto(model: onnx.ModelProto, where: str) -> list[onnx.TensorPro
             )
     if not model.graph.output:
         raise BadInput(f"{where} has a graph with no outputs; {EXPECTED}")
+    check_names(model.graph, where)
     tensors = list(all_tensors(model.graph))
     for tensor in tensors:
         check_tensor_size(tensor, where)
@@ -173,6 +174,24 @@ def check_external_data(
                 f"{where}: tensor {tensor.name!r} needs bytes up to {end} of {location!r}, which has "
                 f"{file.stat().st_size}; the external data file is truncated"
             )
+
+
+def check_names(graph: onnx.GraphProto, where: str) -> None:
+    """Every name is text: protobuf hands a string field whose bytes are not UTF-8 back as bytes, which
+    no later step can write out again."""
+    named = [
+        (f"node {i}", [n.name, n.op_type, n.domain, *n.input, *n.output]) for i, n in enumerate(graph.node)
+    ]
+    named += [("graph value", [v.name for v in (*graph.input, *graph.output, *graph.value_info)])]
+    named += [("initializer", [t.name for t in graph.initializer])]
+    for what, names in named:
+        bad = next((name for name in names if not isinstance(name, str)), None)
+        if bad is not None:
+            raise BadInput(f"{where}: a name of {what}, {bad!r}, is not UTF-8 text; expected text names")
+    for node in graph.node:
+        for attribute in node.attribute:
+            for sub in (attribute.g,) if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs:
+                check_names(sub, where)
 
 
 def all_tensors(graph: onnx.GraphProto):

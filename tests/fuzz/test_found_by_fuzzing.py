@@ -60,13 +60,29 @@ def test_an_external_location_that_is_not_text_is_bad_input(tmp_path):
     _one_error_line(tmp_path, path, "external data fields that are not text")
 
 
+@pytest.mark.parametrize("field", ["node name", "value name"])
+def test_a_name_that_is_not_text_is_bad_input(tmp_path, field):
+    """Fuzz case 11944: a node name whose bytes are not UTF-8 came back from protobuf as bytes, and
+    writing the optimized model raised UnicodeDecodeError (an internal error, exit 3)."""
+    built = matmul_relu()
+    if field == "node name":
+        built.graph.node[0].name = "WXYZ"
+    else:
+        built.graph.node[0].output[0] = built.graph.node[1].input[0] = "WXYZ"
+    path = tmp_path / "case.onnx"
+    path.write_bytes(built.SerializeToString().replace(b"WXYZ", b"\xe8\xa91-"))
+    _one_error_line(tmp_path, path, "is not UTF-8 text; expected text names")
+    assert not (tmp_path / "out.onnx").exists()
+
+
 def test_a_checker_report_that_is_not_text_is_bad_input(tmp_path):
-    """The checker's message quoted a damaged name and raised UnicodeDecodeError instead."""
+    """The checker's message quoted a damaged name and raised UnicodeDecodeError instead (the names are
+    now checked for text before the checker runs)."""
     built = matmul_relu()
     built.graph.node[1].op_type = "QQQQ"
     path = tmp_path / "case.onnx"
     path.write_bytes(built.SerializeToString().replace(b"QQQQ", b"\xff\xfe\xff\xfe"))
-    _one_error_line(tmp_path, path, "is not a valid ONNX graph")
+    _one_error_line(tmp_path, path, "a name of node 1, b'\\xff\\xfe\\xff\\xfe', is not UTF-8 text")
 
 
 @pytest.mark.parametrize(
