@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphopt.fused.embedding_lookups import EMBEDDING_LOOKUPS
-from graphopt.ir import DType, Graph, Node, Op, Tensor, Value, constant_of, opaque_name
+from graphopt.ir import DType, Graph, Node, Op, Value, constant_of, opaque_name
 from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import (
     Builder,
@@ -42,6 +42,7 @@ from graphopt.rewrite import (
 
 from .batching.chains import Chain, first_difference, members, signature, trace_chain
 from .batching.reachability import depends_on
+from .batching.tables import join_tables
 
 RULE = "batch_embedding_lookups"
 ATEN_EMBEDDING = opaque_name("aten", "embedding.default")
@@ -136,17 +137,7 @@ def batch_lookups(graph: Graph, group: Group) -> None:
     lookups = group.lookups
     # (named after the first lookup, which goes: the batching that follows names its nodes after the combine)
     b = Builder(graph, RULE, anchor=lookups[0].node)
-    tables: dict[Value, int] = {}  # each distinct table once, at its row offset
-    rows = 0
-    for lookup in lookups:
-        if lookup.table not in tables:
-            tables[lookup.table] = rows
-            rows += lookup.table.shape[0]
-    arrays = [constant_of(table).numpy() for table in tables]
-    dtype = lookups[0].table.dtype
-    joined = Tensor.from_array(np.concatenate(arrays, axis=0), dtype)
-    # (derived from the tables: the torch backend keeps it a parameter, named after them)
-    table = b.constant(joined, graph.fresh_name("embedding_tables"), derived_from=list(tables))
+    table, tables, _ = join_tables(graph, b, [lk.table for lk in lookups], "embedding_tables")
 
     def per_feature(values, name):
         return b.constant(np.asarray(values, dtype=np.int64), graph.fresh_name(name), DType.INT64)

@@ -48,14 +48,24 @@ TORCHSCRIPT_BODIES = {
 
 
 def loop_bag(value: Value) -> Bag | None:
+    found = exported_loop(value)
+    if found is None:
+        return None
+    concat, loop = found
+    return _dynamo_bag(value, concat, loop) if concat is not None else _torchscript_bag(value, loop)
+
+
+def exported_loop(value: Value) -> tuple[Node | None, Node] | None:
+    """(ConcatFromSequence, Loop) where ``value`` is the sequence a dynamo export's Loop appended to,
+    concatenated; (None, Loop) where it is a TorchScript export's Loop output; else None."""
     node = value.producer
     if node.op == CONCAT_FROM_SEQUENCE and len(node.inputs) == 1:
         loop = node.input(0).producer
         if loop is None or loop.op != LOOP or node.input(0) is not loop_appended(loop):
             return None
-        return _dynamo_bag(value, node, loop)
+        return node, loop
     if node.op == LOOP and len(node.outputs) == 1:
-        return _torchscript_bag(value, node)
+        return None, node
     return None
 
 

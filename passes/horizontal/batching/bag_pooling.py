@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphopt.ir import Graph, Tensor, Value, constant_of
+from graphopt.ir import Graph, Value
 from graphopt.rewrite import Builder
 
 from .bag import Bag
+from .tables import join_tables
 
 # Kernels of the batched form besides the pooling: the indices' stack, two comparisons, an addition
 # and two selections; three more (comparison, addition, selection) where negative indices wrap.
@@ -33,17 +34,7 @@ def pooled_kernels(graph: Graph, bags: list[Bag]) -> int:
 def pool(graph: Graph, b: Builder, bags: list[Bag], axis: int) -> Value:
     """One embedding_bag on the bags' tables concatenated: [.., N, ..] with the N results on ``axis``."""
     n = len(bags)
-    tables: dict[Value, int] = {}  # each distinct table once, at its row offset
-    rows = 0
-    for bag in bags:
-        if bag.table not in tables:
-            tables[bag.table] = rows
-            rows += bag.table.shape[0]
-    dtype = bags[0].table.dtype
-    joined = np.concatenate([constant_of(t).numpy() for t in tables], axis=0)
-    # (derived from the tables: the torch backend keeps it a parameter, named after them)
-    name = graph.fresh_name("embedding_bag_tables")
-    table = b.constant(Tensor.from_array(joined, dtype), name, derived_from=list(tables))
+    table, tables, rows = join_tables(graph, b, [bag.table for bag in bags], "embedding_bag_tables")
 
     index_type = bags[0].indices.dtype
     spread = [1, 1, 1]

@@ -22,21 +22,20 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from graphopt.ir import DType, Graph, Node, Op, Tensor, Value, constant_of
+from graphopt.ir import DType, Graph, Node, Op, Value, constant_of
 from graphopt.rewrite import Builder
 
 from .bag import Bag
 from .bag_loops import (
-    CONCAT_FROM_SEQUENCE,
     DYNAMO_BODIES,
-    LOOP,
     TORCHSCRIPT_BODIES,
-    loop_appended,
+    exported_loop,
     loop_body,
     loop_captured,
     loop_fingerprint,
     loop_scalar,
 )
+from .tables import join_tables
 
 INDEX_TYPES = frozenset({DType.INT64, DType.INT32})
 # Kernels of the pooled form, whatever N (graphopt/backends/jagged_bag_emit.py). torch: the indices'
@@ -89,15 +88,11 @@ def bag_count(bag: Bag) -> int | None:
 
 
 def loop_jagged(value: Value) -> Bag | None:
-    node = value.producer
-    if node.op == CONCAT_FROM_SEQUENCE and len(node.inputs) == 1:
-        loop = node.input(0).producer
-        if loop is None or loop.op != LOOP or node.input(0) is not loop_appended(loop):
-            return None
-        return _dynamo(value, node, loop)
-    if node.op == LOOP and len(node.outputs) == 1:
-        return _torchscript(value, node)
-    return None
+    found = exported_loop(value)
+    if found is None:
+        return None
+    concat, loop = found
+    return _dynamo(value, concat, loop) if concat is not None else _torchscript(value, loop)
 
 
 def _edges(edges: Value | None, count) -> tuple[Value, bool, list[Node]] | None:
@@ -275,16 +270,7 @@ def pooled_jagged_kernels(graph: Graph, bags: list[Bag], axis: int) -> int:
 
 def pool_jagged(graph: Graph, b: Builder, bags: list[Bag], axis: int) -> Value:
     """One jagged_bag on the bags' tables concatenated: [N, B, D], or [B, N, D] for ``axis`` 1."""
-    tables: dict[Value, int] = {}  # each distinct table once, at its row offset
-    rows = 0
-    for bag in bags:
-        if bag.table not in tables:
-            tables[bag.table] = rows
-            rows += bag.table.shape[0]
-    joined = np.concatenate([constant_of(t).numpy() for t in tables], axis=0)
-    # (derived from the tables: the torch backend keeps it a parameter, named after them)
-    name = graph.fresh_name("embedding_bag_tables")
-    table = b.constant(Tensor.from_array(joined, bags[0].table.dtype), name, derived_from=list(tables))
+    table, tables, _ = join_tables(graph, b, [bag.table for bag in bags], "embedding_bag_tables")
     counts = [bag.indices.shape[0] for bag in bags]
     firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     layout = [[bag.table.shape[0], tables[bag.table], first, count] for bag, first, count in zip(
