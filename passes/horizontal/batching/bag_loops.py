@@ -19,6 +19,8 @@ the fingerprints and helpers here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import onnx
 
@@ -202,7 +204,25 @@ def _dynamo_bag(output: Value, concat: Node, loop: Node) -> Bag | None:
     return _make(output, nodes + [lookup], lookup.input(0), indices, weights, mode, body)
 
 
-def _torchscript_bag(output: Value, loop: Node) -> Bag | None:
+@dataclass
+class TorchscriptLoop:
+    """What a TorchScript export's Loop over the bags reads, from its body: bag b is
+    indices[starts[b]:ends[b]] (and weights, ``weighted``), its rows of ``table`` pooled by ``mode``."""
+
+    body: onnx.GraphProto
+    mode: str
+    weighted: bool
+    starts: Value | None
+    ends: Value | None
+    table: Value | None
+    indices: Value | None
+    weights: Value | None
+    gathers: list  # the body's Gather nodes: the start, the end, the rows
+    slices: list  # the body's Slice nodes: the indices, the weights
+
+
+def torchscript_loop(loop: Node) -> TorchscriptLoop | None:
+    """The Loop's parts where its body is one the TorchScript exporter writes for ``nn.EmbeddingBag``."""
     body = loop_body(loop)
     found = TORCHSCRIPT_BODIES.get(loop_fingerprint(body)) if body is not None else None
     if found is None:
@@ -211,16 +231,27 @@ def _torchscript_bag(output: Value, loop: Node) -> Bag | None:
     captured = loop_captured(loop, body)
     gathers = [n for n in body.node if n.op_type == "Gather"]
     slices = [n for n in body.node if n.op_type == "Slice"]
-    starts, ends = captured.get(gathers[0].input[0]), captured.get(gathers[1].input[0])
-    table = captured.get(gathers[2].input[0])
-    indices = _block(captured.get(slices[0].input[0]))
-    weights = _block(captured.get(slices[1].input[0])) if weighted else None
-    if table is None or indices is None or (weighted and weights is None):
+    return TorchscriptLoop(
+        body, mode, weighted, captured.get(gathers[0].input[0]), captured.get(gathers[1].input[0]),
+        captured.get(gathers[2].input[0]), captured.get(slices[0].input[0]),
+        captured.get(slices[1].input[0]) if weighted else None, gathers, slices,
+    )  # fmt: skip
+
+
+def _torchscript_bag(output: Value, loop: Node) -> Bag | None:
+    parts = torchscript_loop(loop)
+    if parts is None:
         return None
-    if gathers[2].input[1] != slices[0].output[0] or loop_scalar(loop.input(0)) != indices.shape[0]:
+    indices, weights = _block(parts.indices), _block(parts.weights) if parts.weighted else None
+    starts, ends = parts.starts, parts.ends
+    if parts.table is None or indices is None or (parts.weighted and weights is None):
+        return None
+    if parts.gathers[2].input[1] != parts.slices[0].output[0]:
+        return None
+    if loop_scalar(loop.input(0)) != indices.shape[0]:
         return None
     if not _fixed_offsets(starts, indices) or constant_of(ends) is None:
         return None
     if not np.array_equal(constant_of(ends).numpy(), constant_of(starts).numpy()[1:]):
         return None
-    return _make(output, [loop], table, indices, weights, mode, body)
+    return _make(output, [loop], parts.table, indices, weights, parts.mode, parts.body)

@@ -28,12 +28,12 @@ from graphopt.rewrite import Builder
 from .bag import Bag
 from .bag_loops import (
     DYNAMO_BODIES,
-    TORCHSCRIPT_BODIES,
     exported_loop,
     loop_body,
     loop_captured,
     loop_fingerprint,
     loop_scalar,
+    torchscript_loop,
 )
 from .tables import join_tables
 
@@ -109,18 +109,13 @@ def _edges(edges: Value | None, count) -> tuple[Value, bool, list[Node]] | None:
 
 
 def _torchscript(output: Value, loop: Node) -> Bag | None:
-    body = loop_body(loop)
-    found = TORCHSCRIPT_BODIES.get(loop_fingerprint(body)) if body is not None else None
-    if found is None:
+    parts = torchscript_loop(loop)
+    if parts is None:
         return None
-    mode, weighted = found
-    captured = loop_captured(loop, body)
-    gathers = [n for n in body.node if n.op_type == "Gather"]
-    slices = [n for n in body.node if n.op_type == "Slice"]
-    starts, ends = captured.get(gathers[0].input[0]), captured.get(gathers[1].input[0])
-    table, indices = captured.get(gathers[2].input[0]), captured.get(slices[0].input[0])
-    weights = captured.get(slices[1].input[0]) if weighted else None
-    if table is None or indices is None or indices.rank != 1 or (weighted and weights is None):
+    body, mode, gathers, slices = parts.body, parts.mode, parts.gathers, parts.slices
+    starts, ends = parts.starts, parts.ends
+    table, indices, weights = parts.table, parts.indices, parts.weights
+    if table is None or indices is None or indices.rank != 1 or (parts.weighted and weights is None):
         return None
     if gathers[2].input[1] != slices[0].output[0] or not _bounded_by(body, slices, gathers):
         return None
