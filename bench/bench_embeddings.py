@@ -14,7 +14,7 @@ GPU memory one call allocates beyond it (no call concatenates the tables).
 
     python bench/bench_embeddings.py --out OUT [--models a,dlrm,dlrm_jagged,...] [--n 8,32,128]
         [--batch 512,4096] [--d 64,128] [--compile default,max-autotune-no-cudagraphs]
-        [--norm shared|per-feature] [--quick] [--lookups-only]
+        [--norm shared|per-feature] [--quick] [--lookups-only] [--budget-s S]
 
 Writes OUT/embeddings.json and OUT/embeddings.md. The "graphopt ORT" column needs graphopt's ONNX Runtime
 library (``GRAPHOPT_ORT_LIBRARY``, as bench/run_gpu.sh builds and sets it). ``--lookups-only`` times the
@@ -33,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+import onnx
 import torch  # before onnxruntime
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -109,7 +110,25 @@ def kernels_of(program) -> list[str]:
     return [t for t in targets if not any(f".{v}" in t or t.startswith(v) for v in views)]
 
 
-def runtimes(row, module, inputs, hand, compile_modes, iters, slow_loops=None):
+def host_profile(calls: dict, out: Path) -> None:
+    """Where each call's host time goes: torch.profiler's CPU table over 20 calls, appended to
+    ``out``/embeddings_host_profile.txt."""
+    with out.joinpath("embeddings_host_profile.txt").open("a") as file:
+        for label, call in calls.items():
+            for _ in range(5):
+                call()
+            torch.cuda.synchronize()
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                for _ in range(20):
+                    call()
+                torch.cuda.synchronize()
+            table = prof.key_averages().table(
+                sort_by="cpu_time_total", row_limit=15, max_name_column_width=50
+            )
+            file.write(f"## {label} (20 calls)\n{table}\n")
+
+
+def runtimes(row, module, inputs, hand, compile_modes, iters, slow_loops=None, profile_to=None):
     """Every runtime on ``module`` (and on ``hand``, its hand-batched form, when given). ``slow_loops``:
     why the ONNX exporters' EmbeddingBag Loops (one iteration per bag, in the original and the
     hand-batched ONNX models) are not timed here, or None to time them."""
@@ -140,6 +159,17 @@ def runtimes(row, module, inputs, hand, compile_modes, iters, slow_loops=None):
             "graphopt_call": call_memory(lambda: direct(*inputs)),
         }
         attempt(row, "graphopt_torch", lambda: lambda: direct(*inputs), reference, iters)
+        if profile_to is not None:
+            calls = {
+                f"{row['model']} N={row['N']} B={row['B']} D={row['D']} graphopt torch": lambda: direct(
+                    *inputs
+                )
+            }
+            if hand is not None:
+                calls[f"{row['model']} N={row['N']} B={row['B']} D={row['D']} hand-batched"] = lambda: hand(
+                    *inputs
+                )
+            host_profile(calls, profile_to)
         attempt(
             row,
             "graphopt_torch_cuda_graph",
@@ -155,16 +185,27 @@ def runtimes(row, module, inputs, hand, compile_modes, iters, slow_loops=None):
     row["graphopt_onnx_ops"] = [n.op_type for n in optimized.graph.node]
     row["weights_bytes"] = {"original": onnx_bytes(original), "graphopt": onnx_bytes(optimized)}
     for label, model, library in (("ort", original, False), ("graphopt_ort", optimized, True)):
-        if slow_loops is not None and label == "ort":
-            row[label] = {"error": slow_loops}
-            continue
+        for graph in (False, True):
+            name = f"{label}_cuda_graph" if graph else label
+            if slow_loops is not None and label == "ort":
+                row[name] = {"error": slow_loops}
+                continue
+            attempt(
+                row,
+                name,
+                lambda m=model, lib=library, g=graph: ort_cuda_callable(
+                    m, ort_feeds(m, inputs), cuda_graph=g, with_library=lib
+                ),
+                reference,
+                iters,
+            )
+    if all(t.dtype == inputs[0].dtype and t.shape == inputs[0].shape for t in inputs):
+        floor = inputs_floor(original, inputs)
         attempt(
             row,
-            label,
-            lambda m=model, lib=library: ort_cuda_callable(
-                m, ort_feeds(m, inputs), cuda_graph=False, with_library=lib
-            ),
-            reference,
+            "ort_inputs_floor",
+            lambda: ort_cuda_callable(floor, ort_feeds(floor, inputs), cuda_graph=False, with_library=False),
+            torch.stack(inputs).float(),
             iters,
         )
     if hand is not None and slow_loops is not None and isinstance(hand, HandBatchedDlrm):
@@ -181,6 +222,30 @@ def runtimes(row, module, inputs, hand, compile_modes, iters, slow_loops=None):
             reference,
             iters,
         )
+
+
+def inputs_floor(model, inputs) -> onnx.ModelProto:
+    """The least a model of these inputs can do in ONNX Runtime: take them all and stack them (one
+    kernel). Its start-to-finish time is the run's cost of binding the inputs, which no optimization of
+    the model can remove: with 128 inputs it bounds how many times faster any model can get."""
+    from onnx import TensorProto, helper
+
+    names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    elem = model.graph.input[0].type.tensor_type.elem_type
+    shape = list(inputs[0].shape)
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
+    nodes = [helper.make_node("Unsqueeze", [n, "axes"], [f"{n}_row"]) for n in names]
+    nodes.append(helper.make_node("Concat", [f"{n}_row" for n in names], ["stacked"], axis=0))
+    graph = helper.make_graph(
+        nodes,
+        "inputs_floor",
+        [helper.make_tensor_value_info(n, elem, shape) for n in names],
+        [helper.make_tensor_value_info("stacked", elem, [len(names), *shape])],
+        [axes],
+    )
+    floor = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    floor.ir_version = 9
+    return floor
 
 
 def one(model, n, b, d, args):
@@ -202,7 +267,8 @@ def one(model, n, b, d, args):
             slow_loops = f"skipped: {n * b} bags in Loops > --max-loop-bags"
     module = module.cuda().eval()
     inputs = tuple(t.cuda() for t in inputs)
-    runtimes(row, module, inputs, hand, compile_modes, args.iters, slow_loops)
+    profile_to = args.out if args.profile else None
+    runtimes(row, module, inputs, hand, compile_modes, args.iters, slow_loops, profile_to)
     row["seconds"] = round(time.perf_counter() - started, 1)
     return row
 
@@ -218,6 +284,9 @@ COLUMNS = (
     ("ort", "ORT CUDA"),
     ("hand_batched_ort", "hand-batched ORT"),
     ("graphopt_ort", "graphopt ORT"),
+    ("ort_cuda_graph", "ORT CUDA+graph"),
+    ("graphopt_ort_cuda_graph", "graphopt ORT+graph"),
+    ("ort_inputs_floor", "ORT floor (inputs → stack)"),
 )
 
 
@@ -349,6 +418,15 @@ def main() -> None:
         "(each bag is one Loop iteration: about a second per call at 16k bags on a CPU)",
     )
     parser.add_argument("--iters", type=int, default=50)
+    parser.add_argument(
+        "--profile", action="store_true", help="write where graphopt's torch call spends host time"
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=0,
+        help="start no configuration past this many seconds (0: no limit)",
+    )
     parser.add_argument("--quick", action="store_true", help="N=128, B=4096, D=64 only")
     parser.add_argument("--lookups-only", action="store_true", help="time the lookups alone")
     args = parser.parse_args()
@@ -359,7 +437,21 @@ def main() -> None:
     if args.quick:
         grid = [(m, 128, 4096, 64) for m in args.models.split(",")]
     rows = []
+    record = {
+        "benchmark": "embedding lookups (issue: horizontal fusion of embedding lookups)",
+        "date": datetime.date.today().isoformat(),
+        "device": torch.cuda.get_device_name(),
+        "command": "python bench/bench_embeddings.py " + " ".join(sys.argv[1:]),
+        "norm": args.norm,
+        "smallest_vocab": SMALLEST_VOCAB,
+        "rows": rows,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
     for model, n, b, d in grid:
+        if args.budget_s and time.perf_counter() - started > args.budget_s:
+            rows.append({"model": model, "N": n, "B": b, "D": d, "error": "skipped: past --budget-s"})
+            continue
         try:
             rows.append(one(model, n, b, d, args))
         except Exception as error:
@@ -368,15 +460,9 @@ def main() -> None:
             )
             torch.cuda.empty_cache()
         print(json.dumps(rows[-1]), flush=True)
-    record = {
-        "benchmark": "embedding lookups (issue: horizontal fusion of embedding lookups)",
-        "date": datetime.date.today().isoformat(),
-        "device": torch.cuda.get_device_name(),
-        "norm": args.norm,
-        "smallest_vocab": SMALLEST_VOCAB,
-        "rows": rows,
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
+        # (after every row: a run cut short still leaves what it measured)
+        (args.out / "embeddings.json").write_text(json.dumps(record, indent=2) + "\n")
+        (args.out / "embeddings.md").write_text(markdown(record))
     (args.out / "embeddings.json").write_text(json.dumps(record, indent=2) + "\n")
     (args.out / "embeddings.md").write_text(markdown(record))
     print(markdown(record))
