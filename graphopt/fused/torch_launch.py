@@ -23,8 +23,6 @@ log = logging.getLogger(__name__)
 
 _INT32 = 1 << 31
 current_device = torch.cuda.current_device  # (what Triton compiles and launches for)
-# The current stream's handle, as Triton's own launch asks for it (absent from CPU-only builds).
-raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 def cached(kernel) -> CachedLauncher:
@@ -96,39 +94,6 @@ class LaunchVariant:
         except TypeError:
             self.compiled[grid](*args)
             self.with_constexprs = False
-
-
-def direct_launch(compiled, grid, device: int):
-    """A launch of ``compiled`` on ``grid`` (three dims) and the current stream of ``device`` that calls
-    its launcher as ``compiled[grid](*args)`` ends up calling it, without the layers around that call
-    (the device and stream lookups through Triton's driver object, a closure per call, the launch
-    metadata): ``launch(args)``, ``args`` every parameter as the launcher takes them. None where this
-    Triton keeps its launcher elsewhere, or where no CUDA stream can be asked for: the caller keeps
-    ``compiled[grid]``. Launch hooks (a profiler's) are honoured: with one set, the call goes through
-    ``compiled[grid]``, which runs them (recent Triton keeps an empty chain of hooks where none is set:
-    that is no hook)."""
-    try:
-        from triton import knobs
-
-        run, function, packed = compiled.run, compiled.function, compiled.packed_metadata
-        hooks = knobs.runtime
-    except (ImportError, AttributeError):
-        return None
-    if raw_stream is None or not callable(run):
-        return None
-    x, y, z = grid
-
-    def launch(args) -> None:
-        if _hooked(hooks.launch_enter_hook) or _hooked(hooks.launch_exit_hook):
-            compiled[grid](*args)
-            return
-        run(x, y, z, raw_stream(device), function, packed, None, None, None, *args)
-
-    return launch
-
-
-def _hooked(hook) -> bool:
-    return hook is not None and bool(getattr(hook, "calls", True))
 
 
 def _specialization(args: tuple) -> tuple:

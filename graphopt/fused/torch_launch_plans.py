@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 
 from graphopt.fused import torch_triton
-from graphopt.fused.torch_launch import LaunchVariant, direct_launch
+from graphopt.fused.torch_launch import LaunchVariant
 
 # (torch.cuda.current_device checks lazy initialization on every call; calls with CUDA tensors run on
 # an initialized device)
@@ -66,7 +66,7 @@ class PlannedLaunches:
             return self._first_call(key, args)
         if plan is _NO_PLAN:
             return self.body(*args, wrap=self.wrap)
-        return plan(args, key[0])
+        return plan(args)
 
     def _first_call(self, key: tuple, args: tuple):
         recorder = _Recorder()
@@ -168,24 +168,19 @@ class _Plan:
     def __init__(self, outputs: list, scratches: list, as_tuple: bool, steps: list[_Step]):
         self.outputs, self.scratches, self.as_tuple, self.steps = outputs, scratches, as_tuple, steps
 
-    def __call__(self, args: tuple, device=None):
-        """Launches the plan on ``args``; ``device``: the current device's index (the plan's key has it)."""
+    def __call__(self, args: tuple):
         outputs = [None if o is None else torch.empty(o[0], dtype=o[1], device=o[2]) for o in self.outputs]
         # (freed when the call returns: the caching allocator hands the memory out again only to work
         # queued after these launches on the same stream)
         scratches = [torch.empty(n, dtype=dtype, device=device) for n, dtype, device in self.scratches]
         sources = (args, outputs, scratches)  # indexed by _INPUT, _OUTPUT, _SCRATCH
         for step in self.steps:
-            step.launch(sources, device)
+            step.launch(sources)
         return tuple(outputs) if self.as_tuple else outputs[0]
 
 
 class _Step:
-    """One launch of a plan: the compiled kernel, its argument list with the tensors left as slots.
-
-    The first launch goes through ``LaunchVariant``, which finds out whether the kernel's launcher takes
-    the constexprs among the arguments; from then on the step keeps the full argument list (constexprs
-    in place) and launches through ``torch_launch.direct_launch`` where this Triton allows."""
+    """One launch of a plan: the compiled kernel, its argument list with the tensors left as slots."""
 
     def __init__(self, launch: _Recorded, template: list, slots: list[tuple[int, int, int]]):
         names = list(launch.kernel.arg_names)
@@ -193,35 +188,9 @@ class _Step:
         self.variant = LaunchVariant(launch.compiled, constexprs)
         self.grid, self.kwargs = launch.grid, launch.kwargs
         self.template, self.slots = template, slots
-        self.direct = None  # (launch, template, slots) with the constexprs in place, once known
 
-    def launch(self, sources: tuple, device=None) -> None:
-        direct = self.direct
-        if direct is not None:
-            run, full, slots = direct
-            full = list(full)
-            for position, kind, index in slots:
-                full[position] = sources[kind][index]
-            run(full)
-            return
+    def launch(self, sources: tuple) -> None:
         full = list(self.template)
         for position, kind, index in self.slots:
             full[position] = sources[kind][index]
         self.variant.launch(self.grid, full, self.kwargs)
-        if self.variant.with_constexprs is not None and device is not None:
-            self.direct = self._direct(device)
-
-    def _direct(self, device: int):
-        grid = tuple(self.grid) + (1,) * (3 - len(self.grid))
-        run = direct_launch(self.variant.compiled, grid, device)
-        if run is None:
-            return None
-        # where each argument of the step's template lands once the constexprs are in place
-        places = list(range(len(self.template)))
-        full = list(self.template)
-        if self.variant.with_constexprs:
-            for position, name in self.variant.constexprs:
-                places.insert(position, None)
-                full.insert(position, self.kwargs[name])
-        final = {original: index for index, original in enumerate(places) if original is not None}
-        return run, full, [(final[position], kind, index) for position, kind, index in self.slots]

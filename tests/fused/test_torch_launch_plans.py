@@ -161,43 +161,6 @@ def test_the_plans_kept_are_bounded(monkeypatch):
     assert len(planned.plans) <= 3
 
 
-class LauncherCompiled(Compiled):
-    """A compiled kernel as Triton's: its launcher ``run``, CUDA function and packed metadata."""
-
-    function, packed_metadata = "function", "packed"
-
-    def run(self, *args):
-        self.log.append(("run", *args))
-
-
-def test_after_its_first_launch_a_step_calls_tritons_launcher_itself(monkeypatch):
-    knobs = pytest.importorskip("triton.knobs")
-    from graphopt.fused import torch_launch
-
-    monkeypatch.setattr(torch_launch_plans, "_current_device", lambda: 3)
-    monkeypatch.setattr(torch_launch, "raw_stream", lambda device: 1000 + device)
-    kernel = Kernel(["X", "W", "Y", "cols", "BLOCK"])
-    kernel.compiled = LauncherCompiled(kernel.log)
-
-    def body(x, w, wrap):
-        y = torch.empty_like(x)
-        wrap(kernel)[(x.shape[0],)](x, w, y, x.shape[1], BLOCK=16)
-        return y
-
-    planned = torch_launch_plans.PlannedLaunches(body, lambda k: k)
-    calls = [(torch.randn(4, 32), torch.randn(32)) for _ in range(4)]
-    outputs = [planned(x, w) for x, w in calls]
-    assert _kinds(kernel) == ["jit", "direct", "run", "run"]
-    _, *launched = kernel.log[-1]
-    x, w = calls[-1]
-    assert launched[:9] == [4, 1, 1, 1003, "function", "packed", None, None, None]
-    assert all(a is b for a, b in zip(launched[9:12], (x, w, outputs[-1]), strict=True))
-    assert launched[12:] == [32, 16]
-    monkeypatch.setattr(knobs.runtime, "launch_enter_hook", lambda metadata: None)  # a profiler's hook
-    planned(*calls[0])
-    assert _kinds(kernel)[-1] == "direct"  # through ``compiled[grid]``, which calls the hooks
-
-
 def _launches():
     """Each fused op's CUDA launch (``torch_impl.launch``) and arguments to it."""
     x, r, w, b = torch.randn(6, 8, 32), torch.randn(6, 8, 32), torch.randn(32), torch.randn(32)
@@ -330,7 +293,6 @@ def test_planned_op_calls_on_cuda_compute_what_the_reference_computes(dtype):
     for name in ("norm_act", "add_norm_act", "affine_act", "group_norm_act"):
         kept = PLANNED[name].kept()
         assert kept and all(step.variant.with_constexprs is not None for p in kept for step in p.steps), name
-        assert all(step.direct is not None for p in kept for step in p.steps), name  # Triton's launcher
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
