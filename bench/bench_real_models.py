@@ -277,16 +277,18 @@ def fusions(onnx_model, model_type, use_gpu: bool) -> dict:
         after = Counter(f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in model.graph.node)
         return dict(sorted((after - before).items()))
 
+    optimizers = {"graphopt": lambda: graphopt.optimize(onnx_model, verify=False).model}
+    if model_type is not None:
+        options = {"num_heads": 0, "hidden_size": 0}
+        optimizers["ort_transformer_optimizer"] = lambda: ort_transformer_optimized(
+            onnx_model, model_type, use_gpu, options
+        )
     found = {}
-    try:
-        found["graphopt"] = added(graphopt.optimize(onnx_model, verify=False).model)
-        if model_type is not None:
-            options = {"num_heads": 0, "hidden_size": 0}
-            found["ort_transformer_optimizer"] = added(
-                ort_transformer_optimized(onnx_model, model_type, use_gpu, options)
-            )
-    except Exception as error:  # (a failing optimizer is in the rows already)
-        found["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+    for name, optimize in optimizers.items():
+        try:
+            found[name] = added(optimize())
+        except Exception as error:  # (a failing optimizer is in the rows already; say which one it was)
+            found[f"{name} error"] = _line(error)
     return found
 
 

@@ -168,7 +168,7 @@ def _run(program, *, iters: int, warmup: int, compile_modes) -> dict[str, Any]:
             row.start_to_finish_us = start_to_finish_us(call, warmup=warmup, iters=iters)
             row.gpu_us = gpu_us(call)
         except Exception as error:  # a runtime that cannot run the model is a result, not a crash
-            row.error = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:300]
+            row.error = error_summary(error)
             log.warning("%s failed: %s", variant, row.error)
         row.extra["seconds_to_build_and_measure"] = round(time.perf_counter() - started, 1)
         rows.append(row)
@@ -192,3 +192,11 @@ def _first(output):
     while isinstance(output, tuple | list):
         output = output[0]
     return output
+
+
+def error_summary(error: Exception) -> str:
+    """One line for a runtime's failure: its type and first line of message, followed by the next line
+    where the first only introduces it (torch.compile's "backend='inductor' raised:")."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else (lines[0] if lines else "")
+    return f"{type(error).__name__}: {text}"[:300]
