@@ -9,11 +9,15 @@ from ..ir import DType
 
 
 def to_torch(array: np.ndarray) -> torch.Tensor:
-    """A torch tensor owning a copy of ``array``."""
+    """A torch tensor owning a copy of ``array``. An empty one is torch's own empty tensor: one made from
+    NumPy's memory keeps a non-null address with no bytes, which ``torch.export.save`` cannot write (it
+    groups tensors by address and computes a negative size)."""
     array = np.asarray(array, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
     if array.dtype == DType.BFLOAT16.numpy:
-        return torch.from_numpy(array.view(np.int16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(array.copy())
+        tensor = torch.from_numpy(array.view(np.int16).copy()).view(torch.bfloat16)
+    else:
+        tensor = torch.from_numpy(array.copy())
+    return tensor if tensor.numel() else torch.empty(tensor.shape, dtype=tensor.dtype)
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:

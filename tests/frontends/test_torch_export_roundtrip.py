@@ -87,3 +87,29 @@ def test_dynamic_batch_stays_dynamic_after_the_pipeline():
     for batch in (2, 9):
         inputs = tp.SPECS["mlp_dynamic_batch"].inputs(seed=batch, batch=batch)
         torch.testing.assert_close(tp.outputs(optimized, inputs), tp.outputs(program, inputs))
+
+
+class _EmptyConstant(torch.nn.Module):
+    """An empty constant that folds (``detach``) and stays an operand (``cat``), as the rotary code of
+    some decoders (StableLM, GPT-J) writes ``torch.tensor([])``."""
+
+    def __init__(self, dtype: torch.dtype):
+        super().__init__()
+        self.dtype = dtype
+
+    def forward(self, x):
+        empty = torch.tensor([], dtype=self.dtype)
+        return torch.cat([x, empty.detach()]) * 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_a_folded_empty_constant_saves_and_loads(dtype):
+    x = torch.arange(5).to(dtype)
+    program = torch.export.export(_EmptyConstant(dtype), (x,))
+    optimized, _ = graphopt.optimize(program)
+    assert "folded" in optimized.graph_module.code  # (the empty constant was folded, so this tests it)
+    buffer = io.BytesIO()
+    torch.export.save(optimized, buffer)  # failed: "numel: integer multiplication overflow"
+    buffer.seek(0)
+    loaded = torch.export.load(buffer)
+    _assert_equal([loaded.module()(x)], [_EmptyConstant(dtype)(x)])
