@@ -4,6 +4,9 @@ Neither exporter writes GroupNormalization for ``nn.GroupNorm`` (before opset 21
 per channel): both write ``Reshape(x, [0, G, -1]) → InstanceNormalization(ones, zeros) → Reshape(back
 to x's shape) → Mul(weight [C, 1, ...]) → Add(bias [C, 1, ...])``. The three nodes become one group norm,
 and the per-channel scale and bias that follow fold into it, so ``fuse_group_norm_act`` matches one form.
+Where there is one channel per group (``nn.GroupNorm(C, C)``, as wav2vec2's feature extractor writes it)
+the reshapes are no-ops, which the dynamo exporter leaves out or ``drop_noop_reshape`` removes: a bare
+InstanceNormalization is the group norm with one group per channel, its scale and bias per channel.
 What no fusion takes goes back as it came (``restore_unfused``).
 """
 
@@ -65,6 +68,33 @@ def replace_instance_norm(b, match):
     return b.group_norm(match["x"], None, None, groups=match.info["groups"], eps=match.info["eps"])
 
 
+def bare_instance_norm_pattern(x, s, b):
+    return op.instance_norm(x, s, b).named("norm")
+
+
+def check_bare_instance_norm(match):
+    x, norm = match["x"], match.node("norm")
+    if x.dtype is None or not x.dtype.is_float or x.rank is None or x.rank < 3 or type(x.shape[1]) is not int:
+        return None
+    if any(user.op == Op.RESHAPE for user in norm.output.users()):
+        return Fail(f"{norm.name!r} is reshaped after: the exporters' group norm spelling, if anything")
+    scale, bias = constant_of(match["s"]), constant_of(match["b"])
+    if scale is None or bias is None:
+        return Fail(f"instance norm {norm.name!r} takes its scale or bias at run time")
+    channels = x.shape[1]
+    if tuple(scale.shape) != (channels,) or tuple(bias.shape) != (channels,):
+        return Fail(f"instance norm {norm.name!r} has no scale and bias per channel of {x.name!r}")
+    return match.with_info(groups=channels, eps=float(norm.attrs["eps"]))
+
+
+def replace_bare_instance_norm(b, match):
+    """One group per channel; a scale of ones and a bias of zeros are left out, so that the scale and
+    bias the exporters write after the norm fold in."""
+    scale = None if _all(match["s"], 1.0) else match["s"]
+    bias = None if scale is None and _all(match["b"], 0.0) else match["b"]
+    return b.group_norm(match["x"], scale, bias, groups=match.info["groups"], eps=match.info["eps"])
+
+
 def scale_pattern(x, w):
     return op.mul(op.group_norm(x, ...).named("norm"), w)
 
@@ -115,11 +145,18 @@ def replace_bias(b, match):
 
 PASS = rewrite_pass(
     "recognize_group_norms",
-    "Turn the exporters' Reshape → InstanceNormalization → Reshape spelling of group norm (with the "
-    "per-channel scale and bias after it) into group norm ops.",
+    "Turn the exporters' Reshape → InstanceNormalization → Reshape spelling of group norm, and a bare "
+    "InstanceNormalization (one group per channel), with the per-channel scale and bias after them, "
+    "into group norm ops.",
     [
         Rule(
             "group_norm_from_instance_norm", instance_norm_pattern, replace_instance_norm, check_instance_norm
+        ),
+        Rule(
+            "group_norm_from_bare_instance_norm",
+            bare_instance_norm_pattern,
+            replace_bare_instance_norm,
+            check_bare_instance_norm,
         ),
         Rule("fold_group_norm_scale", scale_pattern, replace_scale, check_scale),
         Rule("fold_group_norm_bias", bias_pattern, replace_bias, check_bias),
