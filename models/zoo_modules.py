@@ -79,6 +79,27 @@ class NormAct(nn.Module):
         return self.act(self.norm(x))
 
 
+class AudioFeatures(nn.Module):
+    """A speech model's feature extractor (wav2vec2's): strided 1-D convs over the waveform, the first
+    normalized by a group norm with one group per channel, the second by a layer norm over channels
+    written with transposes around it, each followed by GELU."""
+
+    def __init__(self, channels: int = 8):
+        super().__init__()
+        self.conv0 = nn.Conv1d(1, channels, 5, stride=2, bias=False)
+        self.norm0 = nn.GroupNorm(channels, channels)
+        self.conv1 = nn.Conv1d(channels, channels, 3, stride=2, bias=False)
+        self.norm1 = nn.LayerNorm(channels)
+        for norm in (self.norm0, self.norm1):  # (not the identity a fresh norm is)
+            nn.init.normal_(norm.weight, 1.0, 0.3)
+            nn.init.normal_(norm.bias, 0.0, 0.3)
+
+    def forward(self, wave: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.norm0(self.conv0(wave[:, None])))
+        h = F.gelu(self.norm1(self.conv1(h).transpose(1, 2)).transpose(1, 2))
+        return h.transpose(1, 2)
+
+
 class SplitCat(nn.Module):
     """Uneven split of the last dim, a different chain per slice, concatenated back (not batchable as is)."""
 

@@ -141,6 +141,13 @@ SPECS: tuple[ModuleSpec, ...] = (
         _tags("layer_norm", "gelu", "norm_act"),
     ),
     ModuleSpec(
+        "audio_features",
+        _module(0, lambda: zoo_modules.AudioFeatures()),
+        _floats(2, 64),
+        ("wave",),
+        _tags("group_norm", "layer_norm", "gelu", "conv", "transpose"),
+    ),
+    ModuleSpec(
         "split_stack",
         lambda: split_stack.SplitStack(SEED_N, SEED_B, SEED_D).eval(),
         lambda: split_stack.example_inputs(SEED_N, SEED_B, SEED_D),

@@ -10,7 +10,9 @@ fused, the matmul's output is read once and the activation written once. Also fu
   addmm): one kernel instead of a chain of pointwise ones. Not on a convolution's output: ONNX
   Runtime's CPU keeps that in its blocked channel layout (NCHWc) through the elementwise ops after it
   and fuses a spelled SiLU or GELU itself (QuickGelu, Gelu), so a fused op there saves no kernel and
-  costs two layout reorders of the activations (EfficientNet: 64 more nodes in ORT's graph).
+  costs two layout reorders of the activations (EfficientNet: 64 more nodes in ORT's graph). Nor next to
+  a Transpose: ONNX Runtime's transpose optimizer moves transposes through elementwise ops to cancel
+  them, which it cannot do through a fused op (wav2vec2's feature extractor: 2 more Transposes).
 
 A bias that is already a GEMM's own is left there: ``linear(x, W, b)``, and a bias added to a 2-D
 matmul (ONNX Runtime makes MatMul + Add a Gemm, and Gemm + ReLU one FusedGemm; torch's addmm adds it in
@@ -157,6 +159,15 @@ def check_spelled(match):
             f"{x.name!r} is a convolution's output, which ONNX Runtime keeps in its blocked channel "
             "layout through the spelled activation (fused there as one op): a fused op would cost two "
             "layout reorders"
+        )
+    around = [x.producer] if x.producer is not None else []
+    around += match.root.output.users()
+    transpose = next((n for n in around if n.op == Op.TRANSPOSE), None)
+    if transpose is not None:
+        return Fail(
+            f"{transpose.name!r} transposes next to it: ONNX Runtime moves transposes through elementwise "
+            "ops to cancel them, and fuses the spelled activation itself; a fused op there keeps the "
+            "transposes"
         )
     return check_fusable(x, match.root) or match
 

@@ -286,3 +286,15 @@ def test_a_spelled_activation_on_a_convolution_stays_as_spelled(act, path):
     ]
     (reason, *_) = near_misses(report, "fuse_spelled_activation")
     assert "convolution's output" in reason
+
+
+def test_a_spelled_activation_between_transposes_stays_as_spelled():
+    """A speech model's feature extractor (layer norm over channels, written with transposes around it,
+    then GELU spelled at opset 17): ONNX Runtime moves the transposes through the elementwise GELU and
+    fuses it (tests/models/test_ort_sees_no_more_nodes.py guards that), which a fused op would prevent."""
+    from models import zoo
+
+    model = zoo.get("audio_features.torchscript_opset17").build()
+    optimized, report = optimize_checked(model)
+    assert "AffineAct" not in op_types(optimized) and "Erf" in op_types(optimized)
+    assert any("transposes next to it" in r for r in near_misses(report, "fuse_spelled_activation"))
