@@ -24,6 +24,7 @@ from ..ir import DType, Graph
 from .draws import Draw, random_draws
 from .npz_inputs import feeds_from_arrays, load_npz
 from .numeric import Tolerance, compare, input_specs, resolve_tolerances
+from .random_ops import random_ops
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,14 @@ class Reference:
         """Runs the original model; BadInput if it cannot run (it is then no reference for anything)."""
         base = source.path.parent if source.path is not None else source.graph.meta.get("base_dir")
         runtime = "ONNX Runtime" if source.frontend == "onnx" else "torch"
+        found = random_ops(source)
+        if found:
+            more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+            raise BadInput(
+                f"{source.label}: the model draws random values ({found[0]}{more}), so its outputs change "
+                "from run to run and the numeric check cannot compare them; export it after "
+                "model.eval() (dropout in training mode), or skip the check with --no-verify"
+            )
         try:
             names, outputs = run_model(source.frontend, source.original, draws, base)
         except MissingDependency as error:
