@@ -320,6 +320,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     parser.add_argument("--part", choices=("kernels", "models", "tiers", "all"), default="all")
+    parser.add_argument(
+        "--shapes",
+        type=lambda text: tuple(tuple(int(v) for v in s.split(",")) for s in text.split(";")),
+        default=SHAPES,
+        help='kernel rows\' shapes "N,C,H,W,groups;..." (default: the diffusion shapes above)',
+    )
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     parser.add_argument(
         "--no-ort", action="store_true", help="skip the ONNX Runtime columns (no onnxruntime-gpu)"
@@ -340,13 +346,13 @@ def main() -> None:
         "tiers": [],
     }
     if args.part == "tiers":
-        for shape in SHAPES:
+        for shape in args.shapes:
             for dtype_name in DTYPES:
                 for row in tier_rows(shape, dtype_name):
                     print(json.dumps(row), flush=True)
                     result["tiers"].append(row)
     if args.part in ("kernels", "all"):
-        for shape in SHAPES:
+        for shape in args.shapes:
             for dtype_name in DTYPES:
                 for residual in (False, True):
                     row = kernel_row(
