@@ -41,9 +41,9 @@ def random_ops(source) -> list[str]:
         if not isinstance(proto, onnx.NodeProto):
             continue
         mode = node.input(2) if proto.op_type == "Dropout" and len(node.inputs) > 2 else None
-        if _onnx_random(proto, None if mode is None else constant_of(mode), mode is not None):
+        if _onnx_random(proto, None if mode is None else constant_of(mode)):
             found.append(f"{proto.op_type} at node {proto.name!r}")
-        found += [f"{n.op_type} at node {n.name!r}" for n in _inside(proto) if _onnx_random(n, None, True)]
+        found += [f"{n.op_type} at node {n.name!r}" for n in _inside(proto) if _onnx_random(n, None)]
     return found
 
 
@@ -56,14 +56,14 @@ def _inside(node: onnx.NodeProto) -> Iterator[onnx.NodeProto]:
                 yield from _inside(inner)
 
 
-def _onnx_random(node: onnx.NodeProto, mode, has_mode: bool) -> bool:
+def _onnx_random(node: onnx.NodeProto, mode) -> bool:
     """Whether ``node`` draws at random; for Dropout, ``mode`` is its training_mode's constant value
     (None: unknown, and then it may be on wherever the node has that input)."""
     if node.domain not in ("", "ai.onnx") or any(a.name == "seed" for a in node.attribute):
         return False
     if node.op_type in ONNX_RANDOM:
         return True
-    if node.op_type != "Dropout" or not has_mode or len(node.input) < 3 or not node.input[2]:
+    if node.op_type != "Dropout" or len(node.input) < 3 or not node.input[2]:
         return False
     return mode is None or bool(mode.numpy().any())
 
