@@ -121,13 +121,22 @@ def _torch(original: Path, optimized: Path, args: tuple, notes: list[str]) -> di
     explained = any(" parameter values, the original " in n and not n.endswith(": ") for n in notes)
     if counts[0] != counts[1] and not explained:
         problems.append(f"parameter values {counts[0]} -> {counts[1]}, and the report does not say why")
-    registered = {id(t) for t in after.parameters()} | {id(t) for t in after.buffers()}
-    stray = [
-        f"{prefix}.{name}".lstrip(".")
-        for prefix, sub in after.named_modules()
-        for name, value in vars(sub).items()
-        if isinstance(value, torch.Tensor) and id(value) not in registered
-    ]
+    # (a constant the original holds outside its parameters and buffers, as torch.export lifts a tensor
+    # the model made in forward, may stay so: the optimized program keeps the original's kinds)
+    stray = [name for name in _stray_tensors(after) if name not in set(_stray_tensors(before))]
     if stray:
         problems.append(f"tensors held outside parameters and buffers: {stray[:3]}")
     return {"ok": not problems, "problems": problems, "parameters": counts}
+
+
+def _stray_tensors(module) -> list[str]:
+    """The tensors a module holds outside its parameters and buffers (``.to(device)`` leaves them)."""
+    import torch
+
+    registered = {id(t) for t in module.parameters()} | {id(t) for t in module.buffers()}
+    return [
+        f"{prefix}.{name}".lstrip(".")
+        for prefix, sub in module.named_modules()
+        for name, value in vars(sub).items()
+        if isinstance(value, torch.Tensor) and id(value) not in registered
+    ]
