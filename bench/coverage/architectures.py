@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import diffusers_models, hf_decoders, hf_encoders, hf_vision, torchvision_models
+from . import diffusers_models, hf_decoders, hf_encoders, hf_speech, hf_vision, torchvision_models
 from .building import (
     BATCH,
     FFN,
@@ -187,6 +187,7 @@ BUILDERS: dict[str, Callable[[], Architecture]] = {
     **hf_encoders.BUILDERS,
     **hf_decoders.BUILDERS,
     **hf_vision.BUILDERS,
+    **hf_speech.BUILDERS,
     **torchvision_models.BUILDERS,
     **diffusers_models.BUILDERS,
 }

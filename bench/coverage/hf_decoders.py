@@ -115,6 +115,44 @@ def gemma() -> Architecture:
     return Architecture("hf_gemma", "transformers", module, tokens(), "t5", ORT_HEADS)
 
 
+def gptj() -> Architecture:
+    # (parallel attention and MLP off one LayerNorm; rotary code that writes torch.tensor([]))
+    module = hf(
+        "GPTJConfig",
+        "GPTJModel",
+        "input_ids",
+        with_mask=True,
+        n_embd=HIDDEN,
+        n_layer=LAYERS,
+        n_head=HEADS,
+        n_inner=FFN,
+        rotary_dim=HIDDEN // HEADS // 2,
+        vocab_size=VOCAB,
+        n_positions=64,
+        **DECODER,
+    )
+    return Architecture("hf_gptj", "transformers", module, tokens(), None, {})
+
+
+def stablelm() -> Architecture:
+    # (LayerNorm with bias, partial rotary, SiLU-gated MLP)
+    module = hf(
+        "StableLmConfig",
+        "StableLmModel",
+        "input_ids",
+        with_mask=True,
+        hidden_size=HIDDEN,
+        intermediate_size=FFN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        num_key_value_heads=HEADS,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+        **DECODER,
+    )
+    return Architecture("hf_stablelm", "transformers", module, tokens(), None, {})
+
+
 BUILDERS = {
     "hf_gpt_neox": gpt_neox,
     "hf_opt": opt,
@@ -122,4 +160,6 @@ BUILDERS = {
     "hf_falcon": falcon,
     "hf_phi": phi,
     "hf_gemma": gemma,
+    "hf_gptj": gptj,
+    "hf_stablelm": stablelm,
 }

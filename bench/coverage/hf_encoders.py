@@ -51,6 +51,12 @@ def roberta() -> Architecture:
     return Architecture("hf_roberta", "transformers", module, tokens(), "bert", ORT_HEADS)
 
 
+def mpnet() -> Architecture:
+    # (relative position buckets added to every layer's attention scores)
+    module = hf("MPNetConfig", "MPNetModel", "input_ids", pad_token_id=1, **BERT_SIZES)
+    return Architecture("hf_mpnet", "transformers", module, tokens(), "bert", ORT_HEADS)
+
+
 def albert() -> Architecture:
     # (ALBERT projects a narrower embedding up to the hidden size, and shares one layer's weights)
     module = hf("AlbertConfig", "AlbertModel", "input_ids", embedding_size=32, **BERT_SIZES)
@@ -156,6 +162,7 @@ def whisper_encoder() -> Architecture:
 BUILDERS = {
     "hf_distilbert": distilbert,
     "hf_roberta": roberta,
+    "hf_mpnet": mpnet,
     "hf_albert": albert,
     "hf_electra": electra,
     "hf_deberta_v2": deberta_v2,

@@ -92,6 +92,69 @@ def resnet() -> Architecture:
     return Architecture("hf_resnet", "transformers", module, images(), None, {})
 
 
+def mobilevit() -> Architecture:
+    # (inverted residuals with batch norm and SiLU, then transformer blocks on unfolded patches)
+    module = hf(
+        "MobileViTConfig",
+        "MobileViTModel",
+        "pixel_values",
+        image_size=32,
+        hidden_sizes=[16, 24, 32],
+        neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32],
+    )
+    return Architecture("hf_mobilevit", "transformers", module, images(), None, {})
+
+
+def levit() -> Architecture:
+    # (batch norm after every linear, attention biases indexed by position)
+    module = hf(
+        "LevitConfig",
+        "LevitModel",
+        "pixel_values",
+        image_size=32,
+        patch_size=16,
+        hidden_sizes=[32, 48, 64],
+        num_attention_heads=[1, 2, 2],
+        depths=[1, 1, 1],
+        key_dim=[8, 8, 8],
+    )
+    return Architecture("hf_levit", "transformers", module, images(), None, {})
+
+
+def poolformer() -> Architecture:
+    # (group norm with one group, as a layer norm over C, H, W; residual adds into it)
+    module = hf(
+        "PoolFormerConfig",
+        "PoolFormerModel",
+        "pixel_values",
+        hidden_sizes=[16, 32],
+        depths=[1, 1],
+        num_encoder_blocks=2,
+        patch_sizes=[7, 3],
+        strides=[4, 2],
+        padding=[2, 1],
+    )
+    return Architecture("hf_poolformer", "transformers", module, images(), None, {})
+
+
+def dinov2() -> Architecture:
+    module = hf("Dinov2Config", "Dinov2Model", "pixel_values", **VIT_SIZES)
+    return Architecture("hf_dinov2", "transformers", module, images(), "vit", ORT_HEADS)
+
+
+def convnextv2() -> Architecture:
+    # (global response normalization after the MLP's GELU)
+    module = hf(
+        "ConvNextV2Config",
+        "ConvNextV2Model",
+        "pixel_values",
+        hidden_sizes=[16, 32],
+        depths=[1, 1],
+        num_stages=2,
+    )
+    return Architecture("hf_convnextv2", "transformers", module, images(), "bert", {"num_heads": 0})
+
+
 BUILDERS = {
     "hf_clip_vision": clip_vision,
     "hf_deit": deit,
@@ -100,4 +163,9 @@ BUILDERS = {
     "hf_segformer": segformer,
     "hf_convnext": convnext,
     "hf_resnet": resnet,
+    "hf_mobilevit": mobilevit,
+    "hf_levit": levit,
+    "hf_poolformer": poolformer,
+    "hf_dinov2": dinov2,
+    "hf_convnextv2": convnextv2,
 }
