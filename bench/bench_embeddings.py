@@ -443,7 +443,9 @@ def main() -> None:
         "benchmark": "embedding lookups (issue: horizontal fusion of embedding lookups)",
         "date": datetime.date.today().isoformat(),
         "device": torch.cuda.get_device_name(),
-        "command": "python bench/bench_embeddings.py " + " ".join(sys.argv[1:]),
+        # (the output folder is this run's own: written as OUT)
+        "command": "python bench/bench_embeddings.py "
+        + " ".join("OUT" if a == str(args.out) else a for a in sys.argv[1:]),
         "norm": args.norm,
         "smallest_vocab": SMALLEST_VOCAB,
         "rows": rows,
