@@ -4,7 +4,9 @@ Both ops are memory-bound; fused, each row is read once and written once. A resi
 the norm (``x + r → norm → act``, the transformer pattern) folds in too, with the sum as a second
 output for the layers that still read it; also where a view that keeps the normalized dims sits
 between the add and the norm (OPT flattens the residual stream to rows before its MLP's norm): both
-operands are viewed instead, and the fused op's sum is the viewed sum.
+operands are viewed instead, and the fused op's sum is the viewed sum. A transpose between the norm and
+the activation (a layer norm over channels written between transposes, as speech models' feature
+extractors write it) moves after the fused op: the activation is elementwise, so it commutes with it.
 """
 
 from __future__ import annotations
@@ -181,6 +183,20 @@ def replace_act(b, match):
     return _fused(b, match.node("norm"), match["x"], None, activation_of(match.root), narrowed)[0]
 
 
+def transposed_act_pattern(x):
+    return op.any_of(*ACTIVATION_OPS)(op.transpose(_norm(x, False)).named("layout"))
+
+
+def check_transposed_act(match):
+    return check_norm(match.node("norm")) or _info(match, None)
+
+
+def replace_transposed_act(b, match):
+    """The activation moves before the transpose (an elementwise op commutes with it, exactly)."""
+    fused = _fused(b, match.node("norm"), match["x"], None, activation_of(match.root), None)[0]
+    return b.transpose(fused, perm=match.node("layout").attrs["perm"])
+
+
 def add_act_pattern(x, r):
     return op.any_of(*ACTIVATION_OPS)(_norm(op.add(x, r).named("add"), False))
 
@@ -314,6 +330,12 @@ PASS = rewrite_pass(
             allow_external_uses=True,
         ),
         *_rules("", act_pattern, add_act_pattern, add_norm_pattern),
+        Rule(
+            "fuse_norm_act_through_transpose",
+            transposed_act_pattern,
+            replace_transposed_act,
+            check_transposed_act,
+        ),
         Rule(
             "fuse_add_norm_through_view",
             view_add_norm_pattern,

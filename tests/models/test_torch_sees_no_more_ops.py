@@ -27,9 +27,14 @@ BATCHED_LOOKUP_OPS = (
 )
 
 
+# One view in two spellings, counted as one family: what decompositions write as permute, programs write
+# as transpose, and a transpose graphopt moves (past a fused activation) is written as permute.
+FAMILIES = {"aten.transpose.int": "aten.permute|transpose", "aten.permute.default": "aten.permute|transpose"}
+
+
 def calls(program) -> Counter:
     return Counter(
-        str(node.target)
+        FAMILIES.get(str(node.target), str(node.target))
         for node in program.graph.nodes
         if node.op == "call_function" and "getitem" not in str(node.target)
     )

@@ -260,3 +260,45 @@ def test_a_norm_that_is_also_a_graph_output_is_not_computed_twice():
     optimized, report = optimize_checked(model)
     assert op_types(optimized) == ["NormAct", "Tanh"]
     assert near_misses(report, "fuse_add_norm_act") == ["'h' is a graph output"]
+
+
+class ChannelNormAct(torch.nn.Module):
+    """A layer norm over the channels of [N, C, T], written between transposes (speech feature
+    extractors), then an activation; ``keep``: the transposed norm is also an output."""
+
+    def __init__(self, channels=8, act="gelu", keep=False):
+        super().__init__()
+        self.norm, self.act, self.keep = torch.nn.LayerNorm(channels), ACTS[act], keep
+        with torch.no_grad():
+            self.norm.weight.normal_(1.0, 0.3), self.norm.bias.normal_(0.0, 0.3)
+
+    def forward(self, x):
+        normed = self.norm(x.transpose(1, 2)).transpose(1, 2)
+        return (self.act(normed), normed) if self.keep else self.act(normed)
+
+
+ACTS = {"gelu": F.gelu, "silu": F.silu, "tanh": torch.tanh}
+
+
+@pytest.mark.parametrize("path", [*ONNX_PATHS, "torch_export"])
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+def test_an_activation_after_a_transposed_norm_fuses_and_the_transpose_moves_after(path, act):
+    module, x = ChannelNormAct(act=act).eval(), torch.randn(2, 8, 12) * 3 + 5
+    model = torch.export.export(module, (x,)) if path == "torch_export" else export_onnx(module, (x,), path)
+    optimized, report = optimize_checked(model)
+    assert report.rule_counts["fuse_norm_act_through_transpose"] == 1
+    if path == "torch_export":
+        targets = [str(n.target) for n in optimized.graph.nodes if n.op == "call_function"]
+        assert "graphopt.norm_act.default" in targets and "aten.layer_norm.default" not in targets
+        got = optimized.module()(x).detach().double().numpy()
+    else:
+        assert op_types(optimized).count("NormAct") == 1 and "LayerNormalization" not in op_types(optimized)
+        got = run_onnx(optimized, {optimized.graph.input[0].name: x.numpy()})[0]
+    np.testing.assert_allclose(got, float64_reference(module, (x,))[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_transposed_norm_read_elsewhere_keeps_its_activation_apart():
+    module, x = ChannelNormAct(keep=True).eval(), torch.randn(2, 8, 12)
+    optimized, report = optimize_checked(export_onnx(module, (x,), "dynamo"))
+    assert "fuse_norm_act_through_transpose" not in report.rule_counts
+    assert "NormAct" not in op_types(optimized) and "LayerNormalization" in op_types(optimized)
