@@ -100,10 +100,14 @@ class Reference:
         found = random_ops(source)
         if found:
             more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+            dropout = any("dropout" in op.lower() for op in found)
+            fix = (
+                "export it after model.eval()" if dropout else "give the model its random values as an input"
+            )
             raise BadInput(
                 f"{source.label}: the model draws random values ({found[0]}{more}), so its outputs change "
-                "from run to run and the numeric check cannot compare them; export it after "
-                "model.eval() (dropout in training mode), or skip the check with --no-verify"
+                f"from run to run and the numeric check cannot compare them; {fix}, or skip the check "
+                "with --no-verify"
             )
         try:
             names, outputs = run_model(source.frontend, source.original, draws, base)

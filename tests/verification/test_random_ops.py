@@ -40,9 +40,11 @@ def _program(module):
 def test_a_torch_program_that_draws_random_values_is_refused_by_the_check(module, op):
     with pytest.raises(BadInput, match="draws random values") as caught:
         graphopt.optimize(_program(module))
-    assert (
-        op in str(caught.value) and "model.eval()" in str(caught.value) and "--no-verify" in str(caught.value)
+    assert op in str(caught.value) and "--no-verify" in str(caught.value)
+    fix = (
+        "export it after model.eval()" if "dropout" in op else "give the model its random values as an input"
     )
+    assert fix in str(caught.value)
     optimized, report = graphopt.optimize(_program(module), verify=False)  # (what the message offers)
     assert report.verification is None and optimized is not None
 
