@@ -464,12 +464,14 @@ def main() -> None:
             )
             torch.cuda.empty_cache()
         print(json.dumps(rows[-1]), flush=True)
-        # (after every row: a run cut short still leaves what it measured)
-        (args.out / "embeddings.json").write_text(json.dumps(record, indent=2) + "\n")
-        (args.out / "embeddings.md").write_text(markdown(record))
-    (args.out / "embeddings.json").write_text(json.dumps(record, indent=2) + "\n")
-    (args.out / "embeddings.md").write_text(markdown(record))
+        _save(record, args.out)  # (after every row: a run cut short still leaves what it measured)
+    _save(record, args.out)
     print(markdown(record))
+
+
+def _save(record: dict, out: Path) -> None:
+    (out / "embeddings.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / "embeddings.md").write_text(markdown(record))
 
 
 if __name__ == "__main__":

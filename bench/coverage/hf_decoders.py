@@ -10,6 +10,16 @@ from .building import FFN, HEADS, HIDDEN, LAYERS, VOCAB, Architecture, hf, token
 
 ORT_HEADS = {"num_heads": HEADS}
 DECODER = dict(use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+# The sizes of the decoders whose configs take the LLaMA-style names.
+SIZES = dict(
+    hidden_size=HIDDEN,
+    intermediate_size=FFN,
+    num_hidden_layers=LAYERS,
+    num_attention_heads=HEADS,
+    vocab_size=VOCAB,
+    max_position_embeddings=64,
+    **DECODER,
+)
 
 
 def gpt_neox() -> Architecture:
@@ -79,19 +89,7 @@ def falcon() -> Architecture:
 
 
 def phi() -> Architecture:
-    module = hf(
-        "PhiConfig",
-        "PhiModel",
-        "input_ids",
-        with_mask=True,
-        hidden_size=HIDDEN,
-        intermediate_size=FFN,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
-        vocab_size=VOCAB,
-        max_position_embeddings=64,
-        **DECODER,
-    )
+    module = hf("PhiConfig", "PhiModel", "input_ids", with_mask=True, **SIZES)
     return Architecture("hf_phi", "transformers", module, tokens(), "phi", ORT_HEADS)
 
 
@@ -102,15 +100,9 @@ def gemma() -> Architecture:
         "GemmaModel",
         "input_ids",
         with_mask=True,
-        hidden_size=HIDDEN,
-        intermediate_size=FFN,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
         num_key_value_heads=HEADS // 2,
         head_dim=HIDDEN // HEADS,
-        vocab_size=VOCAB,
-        max_position_embeddings=64,
-        **DECODER,
+        **SIZES,
     )
     return Architecture("hf_gemma", "transformers", module, tokens(), "t5", ORT_HEADS)
 
@@ -137,18 +129,7 @@ def gptj() -> Architecture:
 def stablelm() -> Architecture:
     # (LayerNorm with bias, partial rotary, SiLU-gated MLP)
     module = hf(
-        "StableLmConfig",
-        "StableLmModel",
-        "input_ids",
-        with_mask=True,
-        hidden_size=HIDDEN,
-        intermediate_size=FFN,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
-        num_key_value_heads=HEADS,
-        vocab_size=VOCAB,
-        max_position_embeddings=64,
-        **DECODER,
+        "StableLmConfig", "StableLmModel", "input_ids", with_mask=True, num_key_value_heads=HEADS, **SIZES
     )
     return Architecture("hf_stablelm", "transformers", module, tokens(), None, {})
 
