@@ -1,8 +1,9 @@
 """Real architectures end to end, original and optimized, in every runtime (GPU machine).
 
 Random-init models (4 layers, hidden 768, batch 8 × 128 tokens, LLaMA-style hidden 1024): GPT-2 (dynamo
-and TorchScript ONNX exports), BERT, ViT, LLaMA, T5 encoder, Whisper encoder, a diffusers UNet2D (skipped
-with the reason where diffusers is missing), the seed at N=128 and a per-feature recommendation model,
+and TorchScript ONNX exports), BERT, ViT, LLaMA, T5 encoder, Whisper encoder, a diffusers UNet2D and a
+diffusers VAE (AutoencoderKL, encode then decode; both skipped with the reason where diffusers is
+missing), the seed at N=128 and a per-feature recommendation model,
 in fp32 and fp16 (bf16 in PyTorch: ONNX Runtime's CUDA EP lacks many bf16 kernels). Rows: ORT CUDA EP
 original / graphopt (with and without a CUDA graph) / ORT's transformer optimizer / both orders; eager
 PyTorch, torch.compile, graphopt through PyTorch. Writes real_models.json, real_models.md and
@@ -162,6 +163,30 @@ def unet2d(s):
     return _UNet(unet), (sample, torch.tensor([10])), None
 
 
+class _VAE(torch.nn.Module):
+    """Encode then decode, deterministic: the latent is the posterior's mode (its mean), never a sample."""
+
+    def __init__(self, vae):
+        super().__init__()
+        self.vae = vae
+
+    def forward(self, sample):
+        return self.vae.decode(self.vae.encode(sample).latent_dist.mode()).sample
+
+
+def vae(s):
+    from diffusers import AutoencoderKL  # (skipped with the reason where diffusers is missing)
+
+    channels, size = ((128, 256), 64) if s is FULL else ((32, 64), 16)
+    autoencoder = AutoencoderKL(
+        in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
+        up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=channels, layers_per_block=1,
+        latent_channels=4, norm_num_groups=32, sample_size=size,
+    )  # fmt: skip
+    sample = torch.randn(s.batch, 3, size, size, generator=torch.Generator().manual_seed(0))
+    return _VAE(autoencoder), (sample,), None
+
+
 def seed(s):
     from models.split_stack import SplitStack
 
@@ -185,6 +210,7 @@ MODELS = {
     "t5_encoder": t5_encoder,
     "whisper_encoder": whisper_encoder,
     "unet2d": unet2d,
+    "vae": vae,
     "seed_n128": seed,
     "per_feature": per_feature,
 }
