@@ -53,8 +53,9 @@ class PlannedLaunches:
     """The eager CUDA kernel of one op form: ``body(*args, wrap=...)`` is its general path, ``wrap``
     the eager launcher wrap the general path uses."""
 
-    def __init__(self, body: Callable, wrap: Callable):
+    def __init__(self, body: Callable, wrap: Callable, on_new_signature: Callable[[], object] | None = None):
         self.body, self.wrap = body, wrap
+        self.on_new_signature = on_new_signature  # (called before a new signature's first call)
         self.plans: dict[tuple, object] = {}
 
     def __call__(self, *args):
@@ -69,6 +70,8 @@ class PlannedLaunches:
         return plan(args)
 
     def _first_call(self, key: tuple, args: tuple):
+        if self.on_new_signature is not None:
+            self.on_new_signature()
         recorder = _Recorder()
         result = self.body(*args, wrap=recorder)
         if len(self.plans) >= MAX_PLANS:

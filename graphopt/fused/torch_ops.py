@@ -13,7 +13,8 @@ tracing): the same body is registered directly as the CPU kernel, and as the CUD
 launch plan per call signature (``torch_launch_plans``: later calls launch the compiled kernels
 directly, not through Triton's JIT dispatch); and an eager call runs from the autograd key, past
 custom_op's autograd layer (``torch_direct``). That saves tens of microseconds per call, which
-matters for small launches.
+matters for small launches. Where an op has a C++ fast path (``torch_native``), its eager CUDA
+calls skip Python altogether from the first such call on.
 
 Importing this module registers the ops, once; it imports no Triton kernel until a CUDA tensor
 arrives, so it works on machines without a GPU, and without Triton.
@@ -23,11 +24,12 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from graphopt.fused import torch_direct, torch_triton
+from graphopt.fused import torch_direct, torch_native, torch_triton
 from graphopt.fused.registry import FUSED_OPS
 from graphopt.fused.spec import DOMAIN, FusedOp, TorchForm
 from graphopt.fused.torch_launch_plans import PlannedLaunches
@@ -43,6 +45,8 @@ _op = torch.library.triton_op if importlib.util.find_spec("triton") is not None 
 _EAGER = torch.library.Library(NAMESPACE, "IMPL")
 # Each op form's eager CUDA kernel, by name: its launch plans.
 PLANNED: dict[str, PlannedLaunches] = {}
+# Each op form's registration of its Python kernels for the CUDA keys, by name (torch_native).
+CUDA_KERNELS: dict[str, Callable[[torch.library.Library], None]] = {}
 
 
 @contextlib.contextmanager
@@ -84,15 +88,26 @@ def _parameter(name: str, annotation) -> inspect.Parameter:
 def _register_eager(defined, name: str, impl) -> None:
     """Registers the op's eager kernels: on CUDA its launches from a plan per call signature
     (``torch_launch_plans``), elsewhere its body (the plain-torch math); and the path past the autograd
-    layer (``torch_direct``)."""
+    layer (``torch_direct``). The first eager CUDA call puts the C++ kernels in front where they
+    build (``torch_native``)."""
 
     def cpu_kernel(*args, _body=impl.body):
         return _body(*args, wrap=torch_triton.eager_launch)
 
-    cuda_kernel = PLANNED[name] = PlannedLaunches(impl.body, torch_triton.eager_launch)
+    cuda_kernel = PLANNED[name] = PlannedLaunches(impl.body, torch_triton.eager_launch, _activate_native)
+
+    def register_cuda(library: torch.library.Library) -> None:
+        library.impl(name, cuda_kernel, "CUDA")
+        torch_direct.register(library, defined, {"CUDA": cuda_kernel}, impl.math)
+
+    CUDA_KERNELS[name] = register_cuda
+    register_cuda(_EAGER)
     _EAGER.impl(name, cpu_kernel, "CPU")
-    _EAGER.impl(name, cuda_kernel, "CUDA")
-    torch_direct.register(_EAGER, defined, {"CPU": cpu_kernel, "CUDA": cuda_kernel}, impl.math)
+    torch_direct.register(_EAGER, defined, {"CPU": cpu_kernel}, impl.math)
+
+
+def _activate_native() -> None:
+    torch_native.activate(CUDA_KERNELS)
 
 
 def _register(op: FusedOp) -> None:

@@ -1,6 +1,7 @@
 // What every op's CUDA launch shares (see launch.h).
 #include "launch.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -45,6 +46,16 @@ bool ValidActivation(Activation a) {
   return static_cast<int32_t>(a) >= 0 && static_cast<int32_t>(a) <= static_cast<int32_t>(Activation::kSigmoid);
 }
 bool ValidNorm(Norm n) { return n == Norm::kLayer || n == Norm::kRms; }
+
+int ReportFailure(const std::string& failure, char* error, size_t size) {
+  if (failure.empty()) return kLaunched;
+  if (error != nullptr && size > 0) {
+    const size_t n = std::min(size - 1, failure.size());
+    std::memcpy(error, failure.data(), n);
+    error[n] = '\0';
+  }
+  return kFailed;
+}
 
 std::string CheckShape(int64_t rows, int64_t cols) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();

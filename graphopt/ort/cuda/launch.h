@@ -5,7 +5,9 @@
 // first launch, so the library loads on machines without a GPU.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -31,6 +33,25 @@ bool ValidActivation(Activation a);
 bool ValidNorm(Norm n);
 // "" when rows x cols is a shape the kernels take, else what is wrong with it.
 std::string CheckShape(int64_t rows, int64_t cols);
+
+// Sets *value to the entry of `table` ({spelling, value} pairs) spelled `text`; false if none is.
+template <class Table, class Value>
+bool ParseSpelling(const Table& table, const char* text, Value* value) {
+  for (const auto& [spelling, entry] : table) {
+    if (text != nullptr && std::strcmp(text, spelling) == 0) {
+      *value = entry;
+      return true;
+    }
+  }
+  return false;
+}
+
+// What the C entries for PyTorch's eager calls return (graphopt/fused/torch_native/fast_path.h).
+enum EagerOutcome : int { kLaunched = 0, kDeclined = 1, kFailed = 2 };
+inline bool KnownDType(int32_t code) { return code >= 0 && code <= static_cast<int32_t>(DType::kBFloat16); }
+// kLaunched for no failure, else kFailed with the failure copied into `error` (truncated to `size`,
+// always terminated).
+int ReportFailure(const std::string& failure, char* error, size_t size);
 
 inline CUdeviceptr Ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 

@@ -1,0 +1,45 @@
+// What a fused op's eager fast path (graphopt/fused/<op>/torch_eager.cc) gives the C++ kernel of
+// torch_native/dispatch.cc, and what it may use: one function per torch op form that reads the
+// call's arguments from the boxed stack and launches the op's ahead-of-time kernel through its C entry
+// in libgraphopt_ort (GraphoptEager*, in the op's cuda_launch.cc).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
+
+#include <cstdint>
+#include <string>
+
+namespace graphopt::torch_native {
+
+// The C entries' results (graphopt/ort/cuda/launch.h, EagerOutcome).
+enum class Outcome : int { kLaunched = 0, kDeclined = 1, kFailed = 2 };
+
+// Runs op form `op` from the last `arguments` values of `stack` with C entry `entry`. kLaunched: the
+// arguments were replaced by the outputs. kDeclined: the stack is untouched and nothing ran (the
+// op's Python kernels take the call). kFailed: the same, with what failed in *failure.
+using FastPath = Outcome (*)(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure);
+
+struct FastPathEntry {
+  const char* op;     // the torch op's name in namespace graphopt ("norm_act")
+  const char* entry;  // its C entry's symbol in libgraphopt_ort ("GraphoptEagerNormAct")
+  FastPath run;
+};
+
+// Called from a static initializer of each op's torch_eager.cc; returns true.
+bool AddFastPath(const FastPathEntry& path);
+
+// --- for the fast paths ---------------------------------------------------------------------------
+
+// The DType code of the kernels (fused_enums.h: float32 0, float16 1, bfloat16 2), or -1.
+int32_t DTypeCode(c10::ScalarType type);
+// The tensor of an optional argument, or nullptr for None.
+const at::Tensor* OptionalTensor(const c10::IValue& value);
+// A contiguous tensor of `like`'s dtype and device with shape `shape` (nullptr passes).
+bool SameKind(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shape);
+// The current stream of `device`, as the CUDA stream handle the launches take.
+void* CurrentStream(c10::Device device);
+// An uninitialized contiguous tensor like `x` (the launches' outputs).
+at::Tensor EmptyLike(const at::Tensor& x);
+
+}  // namespace graphopt::torch_native
