@@ -20,6 +20,11 @@ from graphopt.ort import library_path
 
 ops = register_torch_ops()
 CUDA = torch.cuda.is_available()
+# The op forms with a C++ fast path (each op's torch_eager.cc).
+FAST_PATHS = (
+    "norm_act", "add_norm_act", "norm_act_linear", "add_norm_act_linear", "group_norm_act",
+    "add_group_norm_act", "affine_act",
+)  # fmt: skip
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -62,7 +67,7 @@ def test_the_cpp_kernels_build_and_take_the_cuda_keys_in_a_fresh_process():
     if not _library_has_entries():  # a libgraphopt_ort built without CUDA kernels
         assert lines["active"] == "" and "has no CUDA kernels" in lines["why"]
         return
-    assert lines["active"] == "norm_act,add_norm_act", done.stderr
+    assert set(lines["active"].split(",")) == set(FAST_PATHS), done.stderr
     assert any("CUDA: registered at" in t and "dispatch.cc" in t for t in table), table
     assert any("AutogradCUDA: registered at" in t and "dispatch.cc" in t for t in table), table
     assert any(t.startswith("table CPU:") and "torch_ops.py" in t for t in table), table  # CPU keeps Python
@@ -268,3 +273,80 @@ def test_traces_still_record_graphopts_op(native):
     program = torch.export.export(block, (x,))
     targets = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
     assert "graphopt.norm_act.default" in targets and not any("graphopt_eager" in t for t in targets)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(2, 64, 16, 16), (1, 512, 3199), (8, 128, 32, 32)])
+def test_group_norm_act_fast_path_matches_the_float64_reference(native, shape, dtype):
+    from graphopt.fused.group_norm_act.spec import reference
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = (torch.randn(*shape, device="cuda", generator=g) * 2 + 10).to(DTYPES[dtype])
+    r = torch.randn(*shape, device="cuda", generator=g).to(DTYPES[dtype])
+    w, b = (torch.randn(shape[1], device="cuda", generator=g).to(DTYPES[dtype]) for _ in range(2))
+    groups = 32 if shape[1] % 32 == 0 else shape[1]
+
+    with torch.no_grad():
+        y = ops.group_norm_act(x, w, b, groups, "silu", 1e-5)
+        y2, total = ops.add_group_norm_act(x, r, w, b, groups, "gelu", 1e-5)
+
+    def f64(t):
+        return t.double().cpu().numpy()
+
+    assert_close(
+        y.float().cpu(),
+        reference(f64(x), f64(w), f64(b), groups=groups, activation="silu", epsilon=1e-5)[0],
+        dtype,
+    )
+    stored_sum = (x.double() + r.double()).to(x.dtype)
+    expected = reference(f64(stored_sum), f64(w), f64(b), groups=groups, activation="gelu", epsilon=1e-5)[0]
+    assert_close(y2.float().cpu(), expected, dtype)
+    assert_close(total.float().cpu(), f64(x) + f64(r), dtype)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_affine_act_fast_path_matches_the_float64_reference(native, axis, dtype):
+    from graphopt.fused.affine_act.spec import reference
+
+    g = torch.Generator(device="cuda").manual_seed(2)
+    x = torch.randn(4, 96, 48, device="cuda", generator=g).to(DTYPES[dtype])
+    channels = x.shape[axis]
+    w, b = (torch.randn(channels, device="cuda", generator=g).to(DTYPES[dtype]) for _ in range(2))
+
+    y = ops.affine_act(x, w, b, "gelu_tanh", axis)
+
+    expected = reference(*(t.double().cpu().numpy() for t in (x, w, b)), activation="gelu_tanh", axis=axis)
+    assert_close(y.float().cpu(), expected, dtype)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_norm_act_linear_fast_path_matches_the_float64_reference(native, dtype):
+    from graphopt.fused.norm_act_linear.spec import reference
+
+    g = torch.Generator(device="cuda").manual_seed(3)
+    x = (torch.randn(3, 512, 256, device="cuda", generator=g) + 5).to(DTYPES[dtype])
+    r = torch.randn(3, 512, 256, device="cuda", generator=g).to(DTYPES[dtype])
+    w, b = (torch.randn(256, device="cuda", generator=g).to(DTYPES[dtype]) for _ in range(2))
+    lw = (torch.randn(8, 256, device="cuda", generator=g) / 16).to(DTYPES[dtype])
+    lb = torch.randn(8, device="cuda", generator=g).to(DTYPES[dtype])
+
+    y = ops.norm_act_linear(x, w, b, lw, lb, "layer", "relu", 1e-5, "sigmoid")
+    y2, total = ops.add_norm_act_linear(x, r, w, b, lw, None, "rms", "silu", 1e-5, "identity")
+
+    def f64(t):
+        return None if t is None else t.double().cpu().numpy()
+
+    common = {"epsilon": 1e-5}
+    expected = reference(f64(x), f64(w), f64(b), f64(lw), f64(lb), norm="layer", activation="relu",
+                         out_activation="sigmoid", **common)  # fmt: skip
+    assert y.shape == (3, 512, 8)
+    assert_close(y.float().cpu(), expected[0] if isinstance(expected, tuple) else expected, dtype)
+    stored_sum = (x.double() + r.double()).to(x.dtype)
+    expected2 = reference(f64(stored_sum), f64(w), f64(b), f64(lw), None, norm="rms", activation="silu",
+                          out_activation="identity", **common)  # fmt: skip
+    assert_close(y2.float().cpu(), expected2[0] if isinstance(expected2, tuple) else expected2, dtype)
+    assert_close(total.float().cpu(), f64(x) + f64(r), dtype)

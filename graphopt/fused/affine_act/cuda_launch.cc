@@ -54,3 +54,19 @@ std::string LaunchAffineAct(const AffineActParams& p, void* stream) {
 }
 
 }  // namespace graphopt::cuda
+
+// The same launch for PyTorch's eager calls (graphopt/fused/torch_native): contiguous tensors of one
+// dtype (the DType code), X as [rows, cols], Scale and Bias [channels]. Returns as
+// GraphoptEagerNormAct does (cuda_launch.cc of norm_act).
+extern "C" __attribute__((visibility("default"))) int GraphoptEagerAffineAct(
+    const void* x, const void* scale, const void* bias, void* y, int64_t rows, int64_t cols, int64_t channels,
+    int32_t per_row, const char* activation, int32_t dtype, void* stream, char* error, size_t error_size) {
+  using namespace graphopt;
+  AffineActParams p;
+  p.x = x, p.scale = scale, p.bias = bias, p.y = y, p.rows = rows, p.cols = cols, p.channels = channels;
+  p.per_row = per_row != 0, p.dtype = static_cast<DType>(dtype);
+  if (!cuda::ParseSpelling(kActivationSpellings, activation, &p.activation) || !cuda::KnownDType(dtype)) {
+    return cuda::kDeclined;
+  }
+  return cuda::ReportFailure(cuda::LaunchAffineAct(p, stream), error, error_size);
+}

@@ -123,3 +123,27 @@ std::string LaunchGroupNormAct(const GroupNormActParams& p, void* stream) {
 }
 
 }  // namespace graphopt::cuda
+
+// The same launches for PyTorch's eager calls (graphopt/fused/torch_native): contiguous tensors of one
+// dtype (the DType code), X and Residual [batch, channels, spatial...], Scale and Bias [channels].
+// A split launch's scratch memory comes from `allocate(context, bytes)` (null: none could be had).
+// Returns as GraphoptEagerNormAct does (cuda_launch.cc of norm_act).
+extern "C" __attribute__((visibility("default"))) int GraphoptEagerGroupNormAct(
+    const void* x, const void* residual, const void* scale, const void* bias, void* y, void* residual_sum,
+    int64_t batch, int64_t channels, int64_t spatial, int64_t groups, float epsilon, const char* activation,
+    int32_t dtype, void* (*allocate)(void* context, int64_t bytes), void* context, void* stream, char* error,
+    size_t error_size) {
+  using namespace graphopt;
+  GroupNormActParams p;
+  p.x = x, p.residual = residual, p.scale = scale, p.bias = bias, p.y = y, p.residual_sum = residual_sum;
+  p.batch = batch, p.channels = channels, p.spatial = spatial, p.groups = groups, p.epsilon = epsilon;
+  p.dtype = static_cast<DType>(dtype);
+  if (!cuda::ParseSpelling(kActivationSpellings, activation, &p.activation) || !cuda::KnownDType(dtype)) {
+    return cuda::kDeclined;
+  }
+  if (const int64_t bytes = cuda::GroupNormActScratchBytes(p); bytes > 0) {
+    p.partials = allocate(context, bytes);
+    if (p.partials == nullptr) return cuda::ReportFailure("no scratch memory for the split launch", error, error_size);
+  }
+  return cuda::ReportFailure(cuda::LaunchGroupNormAct(p, stream), error, error_size);
+}

@@ -44,14 +44,8 @@ Outcome NormAct(torch::jit::Stack& stack, size_t arguments, void* entry, std::st
       bias ? bias->const_data_ptr() : nullptr, y.mutable_data_ptr(), residual ? sum.mutable_data_ptr() : nullptr,
       x.numel() / cols, cols, static_cast<float>(eps), norm.toStringRef().c_str(), activation.toStringRef().c_str(),
       dtype, CurrentStream(x.device()), error, sizeof error);
-  if (outcome != static_cast<int>(Outcome::kLaunched)) {
-    if (outcome == static_cast<int>(Outcome::kFailed)) *failure = error;
-    return outcome == static_cast<int>(Outcome::kDeclined) ? Outcome::kDeclined : Outcome::kFailed;
-  }
-  torch::jit::drop(stack, arguments);
-  torch::jit::push(stack, std::move(y));
-  if (residual) torch::jit::push(stack, std::move(sum));
-  return Outcome::kLaunched;
+  if (outcome != static_cast<int>(Outcome::kLaunched)) return EntryOutcome(outcome, error, failure);
+  return residual ? Return(stack, arguments, {y, sum}) : Return(stack, arguments, {y});
 }
 
 Outcome WithoutResidual(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure) {

@@ -72,3 +72,24 @@ std::string LaunchNormActLinear(const NormActLinearParams& p, void* stream) {
 }
 
 }  // namespace graphopt::cuda
+
+// The same launch for PyTorch's eager calls (graphopt/fused/torch_native): contiguous tensors of one
+// dtype (the DType code), X and Residual [rows, cols], Scale and Bias [cols], Weight [out_features,
+// cols], LinearBias [out_features]. Returns as GraphoptEagerNormAct does (cuda_launch.cc of norm_act).
+extern "C" __attribute__((visibility("default"))) int GraphoptEagerNormActLinear(
+    const void* x, const void* residual, const void* scale, const void* bias, const void* weight,
+    const void* linear_bias, void* y, void* residual_sum, int64_t rows, int64_t cols, int64_t out_features,
+    float epsilon, const char* norm, const char* activation, const char* out_activation, int32_t dtype, void* stream,
+    char* error, size_t error_size) {
+  using namespace graphopt;
+  NormActLinearParams p;
+  p.x = x, p.residual = residual, p.scale = scale, p.bias = bias, p.weight = weight, p.linear_bias = linear_bias;
+  p.y = y, p.residual_sum = residual_sum, p.rows = rows, p.cols = cols, p.out_features = out_features;
+  p.epsilon = epsilon, p.dtype = static_cast<DType>(dtype);
+  if (!cuda::ParseSpelling(kNormSpellings, norm, &p.norm) ||
+      !cuda::ParseSpelling(kActivationSpellings, activation, &p.activation) ||
+      !cuda::ParseSpelling(kActivationSpellings, out_activation, &p.out_activation) || !cuda::KnownDType(dtype)) {
+    return cuda::kDeclined;
+  }
+  return cuda::ReportFailure(cuda::LaunchNormActLinear(p, stream), error, error_size);
+}

@@ -151,6 +151,24 @@ bool SameKind(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shap
                           t->sizes().equals(shape) && t->is_contiguous());
 }
 
+bool SameKindElements(const at::Tensor* t, const at::Tensor& like, int64_t numel) {
+  return t == nullptr || (t->scalar_type() == like.scalar_type() && t->device() == like.device() &&
+                          t->numel() == numel && t->is_contiguous());
+}
+
+Outcome EntryOutcome(int code, const char* error, std::string* failure) {
+  if (code == static_cast<int>(Outcome::kLaunched)) return Outcome::kLaunched;
+  if (code == static_cast<int>(Outcome::kDeclined)) return Outcome::kDeclined;
+  *failure = error;
+  return Outcome::kFailed;
+}
+
+Outcome Return(torch::jit::Stack& stack, size_t arguments, std::initializer_list<at::Tensor> outputs) {
+  torch::jit::drop(stack, arguments);
+  for (const at::Tensor& output : outputs) torch::jit::push(stack, output);
+  return Outcome::kLaunched;
+}
+
 void* CurrentStream(c10::Device device) {
   static const c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
   return cuda.getStream(device).native_handle();

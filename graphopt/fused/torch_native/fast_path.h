@@ -8,6 +8,7 @@
 #include <ATen/core/stack.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 namespace graphopt::torch_native {
@@ -37,9 +38,15 @@ int32_t DTypeCode(c10::ScalarType type);
 const at::Tensor* OptionalTensor(const c10::IValue& value);
 // A contiguous tensor of `like`'s dtype and device with shape `shape` (nullptr passes).
 bool SameKind(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shape);
+// The same with `numel` elements, whatever its shape.
+bool SameKindElements(const at::Tensor* t, const at::Tensor& like, int64_t numel);
 // The current stream of `device`, as the CUDA stream handle the launches take.
 void* CurrentStream(c10::Device device);
 // An uninitialized contiguous tensor like `x` (the launches' outputs).
 at::Tensor EmptyLike(const at::Tensor& x);
+// The Outcome of a C entry's return code, with its error text in *failure where it failed.
+Outcome EntryOutcome(int code, const char* error, std::string* failure);
+// Replaces the last `arguments` values of `stack` by `outputs`; returns kLaunched.
+Outcome Return(torch::jit::Stack& stack, size_t arguments, std::initializer_list<at::Tensor> outputs);
 
 }  // namespace graphopt::torch_native

@@ -1,0 +1,46 @@
+// AffineAct's eager fast path in PyTorch (graphopt/fused/torch_native): affine_act on a contiguous
+// tensor, with a scale and bias of one element per channel of its dtype, launched through
+// GraphoptEagerAffineAct (cuda_launch.cc). Other calls take the Python path.
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/accumulate.h>
+
+#include "torch_native/fast_path.h"
+
+namespace graphopt::torch_native {
+namespace {
+
+using Entry = int (*)(const void* x, const void* scale, const void* bias, void* y, int64_t rows, int64_t cols,
+                      int64_t channels, int32_t per_row, const char* activation, int32_t dtype, void* stream,
+                      char* error, size_t error_size);
+
+// Arguments: x, scale?, bias?, activation, axis (the op's schema).
+Outcome AffineAct(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure) {
+  auto args = torch::jit::last(stack, arguments);
+  const at::Tensor& x = args[0].toTensor();
+  const at::Tensor* scale = OptionalTensor(args[1]);
+  const at::Tensor* bias = OptionalTensor(args[2]);
+  const c10::IValue& activation = args[3];
+  const c10::IValue& axis = args[4];
+  const int32_t dtype = DTypeCode(x.scalar_type());
+  if (dtype < 0 || !axis.isInt() || x.dim() == 0 || x.numel() == 0 || !x.is_contiguous()) return Outcome::kDeclined;
+  const int64_t rank = x.dim(), dim = axis.toInt() < 0 ? axis.toInt() + rank : axis.toInt();
+  if (dim < 0 || dim >= rank) return Outcome::kDeclined;
+  const int64_t channels = x.size(dim);
+  if (!SameKindElements(scale, x, channels) || !SameKindElements(bias, x, channels)) return Outcome::kDeclined;
+  const bool per_row = dim != rank - 1;
+  const int64_t cols = per_row ? c10::multiply_integers(x.sizes().slice(dim + 1)) : channels;
+  const c10::DeviceGuard on_device(x.device());
+  at::Tensor y = EmptyLike(x);
+  char error[512] = "";
+  const int outcome = reinterpret_cast<Entry>(entry)(
+      x.const_data_ptr(), scale ? scale->const_data_ptr() : nullptr, bias ? bias->const_data_ptr() : nullptr,
+      y.mutable_data_ptr(), x.numel() / cols, cols, channels, per_row, activation.toStringRef().c_str(), dtype,
+      CurrentStream(x.device()), error, sizeof error);
+  if (outcome != static_cast<int>(Outcome::kLaunched)) return EntryOutcome(outcome, error, failure);
+  return Return(stack, arguments, {y});
+}
+
+const bool registered = AddFastPath({"affine_act", "GraphoptEagerAffineAct", &AffineAct});
+
+}  // namespace
+}  // namespace graphopt::torch_native
