@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import threading
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -32,6 +33,7 @@ PythonKernels = Callable[[torch.library.Library], None]
 
 class _State:
     tried = False
+    lock = threading.Lock()  # (two threads' first CUDA calls switch once)
     active: tuple[str, ...] = ()
     why_not = ""
     # graphopt_eager's library and the C++ library: they live as long as the process
@@ -53,15 +55,18 @@ def activate(kernels: dict[str, PythonKernels]) -> tuple[str, ...]:
     once per process (later calls return the first call's result). Returns the op forms switched."""
     if _State.tried:
         return _State.active
-    _State.tried = True
-    if os.environ.get(ENV, "1") == "0":
-        _State.why_not = f"{ENV}=0"
-        return ()
-    try:
-        _State.active = _switch(kernels)
-    except Exception as error:  # a missing compiler or library: the Python kernels do the work
-        _State.why_not = str(error)
-        log.warning("graphopt: eager CUDA calls stay in Python (%s)", error)
+    with _State.lock:
+        if _State.tried:
+            return _State.active
+        if os.environ.get(ENV, "1") == "0":
+            _State.why_not = f"{ENV}=0"
+        else:
+            try:
+                _State.active = _switch(kernels)
+            except Exception as error:  # a missing compiler or library: the Python kernels do the work
+                _State.why_not = str(error)
+                log.warning("graphopt: eager CUDA calls stay in Python (%s)", error)
+        _State.tried = True
     return _State.active
 
 
