@@ -58,8 +58,8 @@ SWITCH = """
 
 
 @pytest.mark.skipif(CUDA, reason="the CPU-only checks of the switch (a GPU runs the real ones below)")
-def test_the_cpp_kernels_build_and_take_the_cuda_keys_in_a_fresh_process():
-    done = _run(SWITCH)
+def test_the_cpp_kernels_build_and_take_the_cuda_keys_in_a_fresh_process(tmp_path):
+    done = _run(SWITCH, GRAPHOPT_CACHE=str(tmp_path))  # (a fresh build, nothing left in the user's cache)
 
     assert done.returncode == 0, done.stderr
     lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if not line.startswith("table"))
@@ -73,14 +73,16 @@ def test_the_cpp_kernels_build_and_take_the_cuda_keys_in_a_fresh_process():
     assert any(t.startswith("table CPU:") and "torch_ops.py" in t for t in table), table  # CPU keeps Python
     assert float(lines["cpu_error"]) < 1e-5
     assert "Overriding a previously registered kernel" not in done.stderr
+    assert "building the C++ eager kernels" in done.stderr and len(list(tmp_path.rglob("*.so"))) == 1
 
 
-def test_the_switch_can_be_turned_off():
-    done = _run(SWITCH, GRAPHOPT_TORCH_NATIVE="0")
+def test_the_switch_can_be_turned_off(tmp_path):
+    done = _run(SWITCH, GRAPHOPT_TORCH_NATIVE="0", GRAPHOPT_CACHE=str(tmp_path))
 
     assert done.returncode == 0, done.stderr
     assert "active \n" in done.stdout and "why GRAPHOPT_TORCH_NATIVE=0" in done.stdout
     assert all("dispatch.cc" not in line for line in done.stdout.splitlines())
+    assert not list(tmp_path.rglob("*.so"))  # nothing built
 
 
 def test_a_missing_compiler_leaves_the_python_kernels_in_charge_and_says_why(tmp_path):
