@@ -159,8 +159,8 @@ def one(name: str, compile_models: bool) -> dict:
     gpu_inputs = tuple(t.cuda() for t in inputs)
     # .cuda() on each program's module is what failed before; a program whose graph fixed a device
     # (torch.export writes arange(..., device=cpu) as it was traced) runs after torch's own pass instead
-    original, row["original_moved"] = _on_gpu(program, gpu_inputs)
-    candidate, row["graphopt_moved"] = _on_gpu(optimized, gpu_inputs)
+    original, row["original_moved"] = _on_gpu(program, gpu_inputs, "the original program")
+    candidate, row["graphopt_moved"] = _on_gpu(optimized, gpu_inputs, "graphopt's program")
     with torch.no_grad():
         want = original(*gpu_inputs)
         row["fp32"] = _compare(candidate(*gpu_inputs), want, torch.float32)
@@ -211,7 +211,9 @@ def one(name: str, compile_models: bool) -> dict:
     return row
 
 
-def _on_gpu(program, inputs) -> tuple[torch.nn.Module, str]:
+def _on_gpu(program, inputs, who: str) -> tuple[torch.nn.Module, str]:
+    """``program``'s module on the GPU, moved by ``.cuda()`` or else by torch's own pass, and how; raises
+    naming ``who`` (the original or graphopt's program) and both failures where neither runs."""
     module = program.module().cuda()
     try:
         with torch.no_grad():
@@ -220,8 +222,17 @@ def _on_gpu(program, inputs) -> tuple[torch.nn.Module, str]:
     except Exception as error:
         from torch.export.passes import move_to_device_pass
 
+        first = _line(error)
+    try:
         moved = move_to_device_pass(program, "cuda").module()
-        return moved, f"move_to_device_pass (.cuda() failed: {_line(error)})"
+        with torch.no_grad():
+            moved(*inputs)
+    except Exception as error:
+        raise RuntimeError(
+            f"{who} does not run on the GPU: .cuda() failed ({first}); "
+            f"move_to_device_pass failed ({_line(error)})"
+        ) from error
+    return moved, f"move_to_device_pass (.cuda() failed: {first})"
 
 
 def _line(error: Exception) -> str:
