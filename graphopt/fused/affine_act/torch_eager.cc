@@ -36,8 +36,7 @@ Outcome AffineAct(torch::jit::Stack& stack, size_t arguments, void* entry, std::
       x.const_data_ptr(), scale ? scale->const_data_ptr() : nullptr, bias ? bias->const_data_ptr() : nullptr,
       y.mutable_data_ptr(), x.numel() / cols, cols, channels, per_row, activation.toStringRef().c_str(), dtype,
       CurrentStream(x.device()), error, sizeof error);
-  if (outcome != static_cast<int>(Outcome::kLaunched)) return EntryOutcome(outcome, error, failure);
-  return Return(stack, arguments, {y});
+  return Finish(outcome, error, failure, stack, arguments, {y});
 }
 
 const bool registered = AddFastPath({"affine_act", "GraphoptEagerAffineAct", &AffineAct});

@@ -68,20 +68,11 @@ Outcome GroupNormAct(torch::jit::Stack& stack, size_t arguments, void* entry, st
       x.size(0), channels, x.numel() / (x.size(0) * channels), group_count, static_cast<float>(eps),
       activation.toStringRef().c_str(), dtype, &Allocate, &scratch, CurrentStream(x.device()), error, sizeof error);
   if (scratch.failure) std::rethrow_exception(scratch.failure);
-  if (outcome != static_cast<int>(Outcome::kLaunched)) return EntryOutcome(outcome, error, failure);
-  return residual ? Return(stack, arguments, {y, sum}) : Return(stack, arguments, {y});
+  return Finish(outcome, error, failure, stack, arguments, {y, sum});
 }
 
-Outcome WithoutResidual(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure) {
-  return GroupNormAct(stack, arguments, entry, failure, false);
-}
-
-Outcome WithResidual(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure) {
-  return GroupNormAct(stack, arguments, entry, failure, true);
-}
-
-const bool registered = AddFastPath({"group_norm_act", "GraphoptEagerGroupNormAct", &WithoutResidual}) &&
-                        AddFastPath({"add_group_norm_act", "GraphoptEagerGroupNormAct", &WithResidual});
+const bool registered = AddFastPath({"group_norm_act", "GraphoptEagerGroupNormAct", &Form<GroupNormAct, false>}) &&
+                        AddFastPath({"add_group_norm_act", "GraphoptEagerGroupNormAct", &Form<GroupNormAct, true>});
 
 }  // namespace
 }  // namespace graphopt::torch_native

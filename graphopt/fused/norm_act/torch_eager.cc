@@ -44,20 +44,11 @@ Outcome NormAct(torch::jit::Stack& stack, size_t arguments, void* entry, std::st
       bias ? bias->const_data_ptr() : nullptr, y.mutable_data_ptr(), residual ? sum.mutable_data_ptr() : nullptr,
       x.numel() / cols, cols, static_cast<float>(eps), norm.toStringRef().c_str(), activation.toStringRef().c_str(),
       dtype, CurrentStream(x.device()), error, sizeof error);
-  if (outcome != static_cast<int>(Outcome::kLaunched)) return EntryOutcome(outcome, error, failure);
-  return residual ? Return(stack, arguments, {y, sum}) : Return(stack, arguments, {y});
+  return Finish(outcome, error, failure, stack, arguments, {y, sum});
 }
 
-Outcome WithoutResidual(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure) {
-  return NormAct(stack, arguments, entry, failure, false);
-}
-
-Outcome WithResidual(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure) {
-  return NormAct(stack, arguments, entry, failure, true);
-}
-
-const bool registered = AddFastPath({"norm_act", "GraphoptEagerNormAct", &WithoutResidual}) &&
-                        AddFastPath({"add_norm_act", "GraphoptEagerNormAct", &WithResidual});
+const bool registered = AddFastPath({"norm_act", "GraphoptEagerNormAct", &Form<NormAct, false>}) &&
+                        AddFastPath({"add_norm_act", "GraphoptEagerNormAct", &Form<NormAct, true>});
 
 }  // namespace
 }  // namespace graphopt::torch_native

@@ -56,20 +56,11 @@ Outcome NormActLinear(torch::jit::Stack& stack, size_t arguments, void* entry, s
       residual ? sum.mutable_data_ptr() : nullptr, x.numel() / cols, cols, out_features, static_cast<float>(eps),
       norm.toStringRef().c_str(), activation.toStringRef().c_str(), out_activation.toStringRef().c_str(), dtype,
       CurrentStream(x.device()), error, sizeof error);
-  if (outcome != static_cast<int>(Outcome::kLaunched)) return EntryOutcome(outcome, error, failure);
-  return residual ? Return(stack, arguments, {y, sum}) : Return(stack, arguments, {y});
+  return Finish(outcome, error, failure, stack, arguments, {y, sum});
 }
 
-Outcome WithoutResidual(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure) {
-  return NormActLinear(stack, arguments, entry, failure, false);
-}
-
-Outcome WithResidual(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure) {
-  return NormActLinear(stack, arguments, entry, failure, true);
-}
-
-const bool registered = AddFastPath({"norm_act_linear", "GraphoptEagerNormActLinear", &WithoutResidual}) &&
-                        AddFastPath({"add_norm_act_linear", "GraphoptEagerNormActLinear", &WithResidual});
+const bool registered = AddFastPath({"norm_act_linear", "GraphoptEagerNormActLinear", &Form<NormActLinear, false>}) &&
+                        AddFastPath({"add_norm_act_linear", "GraphoptEagerNormActLinear", &Form<NormActLinear, true>});
 
 }  // namespace
 }  // namespace graphopt::torch_native

@@ -156,16 +156,17 @@ bool SameKindElements(const at::Tensor* t, const at::Tensor& like, int64_t numel
                           t->numel() == numel && t->is_contiguous());
 }
 
-Outcome EntryOutcome(int code, const char* error, std::string* failure) {
-  if (code == static_cast<int>(Outcome::kLaunched)) return Outcome::kLaunched;
+Outcome Finish(int code, const char* error, std::string* failure, torch::jit::Stack& stack, size_t arguments,
+               std::initializer_list<at::Tensor> outputs) {
   if (code == static_cast<int>(Outcome::kDeclined)) return Outcome::kDeclined;
-  *failure = error;
-  return Outcome::kFailed;
-}
-
-Outcome Return(torch::jit::Stack& stack, size_t arguments, std::initializer_list<at::Tensor> outputs) {
+  if (code != static_cast<int>(Outcome::kLaunched)) {
+    *failure = error;
+    return Outcome::kFailed;
+  }
   torch::jit::drop(stack, arguments);
-  for (const at::Tensor& output : outputs) torch::jit::push(stack, output);
+  for (const at::Tensor& output : outputs) {
+    if (output.defined()) torch::jit::push(stack, output);
+  }
   return Outcome::kLaunched;
 }
 

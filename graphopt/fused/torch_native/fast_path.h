@@ -30,6 +30,15 @@ struct FastPathEntry {
 // Called from a static initializer of each op's torch_eager.cc; returns true.
 bool AddFastPath(const FastPathEntry& path);
 
+// One function serving an op's torch forms with and without a residual (its last parameter), as the
+// FastPath of one form.
+using ResidualFastPath = Outcome (*)(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure,
+                                     bool with_residual);
+template <ResidualFastPath run, bool with_residual>
+Outcome Form(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure) {
+  return run(stack, arguments, entry, failure, with_residual);
+}
+
 // --- for the fast paths ---------------------------------------------------------------------------
 
 // The DType code of the kernels (fused_enums.h: float32 0, float16 1, bfloat16 2), or -1.
@@ -44,9 +53,10 @@ bool SameKindElements(const at::Tensor* t, const at::Tensor& like, int64_t numel
 void* CurrentStream(c10::Device device);
 // An uninitialized contiguous tensor like `x` (the launches' outputs).
 at::Tensor EmptyLike(const at::Tensor& x);
-// The Outcome of a C entry's return code, with its error text in *failure where it failed.
-Outcome EntryOutcome(int code, const char* error, std::string* failure);
-// Replaces the last `arguments` values of `stack` by `outputs`; returns kLaunched.
-Outcome Return(torch::jit::Stack& stack, size_t arguments, std::initializer_list<at::Tensor> outputs);
+// The Outcome of a C entry's return code `code`: where it launched, the last `arguments` values of
+// `stack` are replaced by the defined tensors of `outputs` (an absent residual sum is undefined);
+// where it failed, its error text goes to *failure.
+Outcome Finish(int code, const char* error, std::string* failure, torch::jit::Stack& stack, size_t arguments,
+               std::initializer_list<at::Tensor> outputs);
 
 }  // namespace graphopt::torch_native
