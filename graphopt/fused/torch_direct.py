@@ -17,8 +17,11 @@ AutogradCPU and AutogradCUDA keys:
   unfused program's own.
 
 Every other call (a Python mode, torch.compile, torch.export, a fake tensor) goes on to the autograd
-implementation custom_op generates, unchanged. Where this torch lacks the private pieces used here,
-the ops keep custom_op's own autograd kernel.
+implementation custom_op generates, unchanged, except one that needs a gradient of an op with no
+autograd formula of its own (``formula=False``): that one runs as its ``math`` too, so torch.compile
+of a module whose parameters require gradients traces the native ops (and derives their backward)
+instead of failing on a custom op it cannot differentiate. Where this torch lacks the private pieces
+used here, the ops keep custom_op's own autograd kernel.
 """
 
 from __future__ import annotations
@@ -34,11 +37,17 @@ log = logging.getLogger(__name__)
 
 
 def register(
-    library: torch.library.Library, op, eager_kernels: dict[str, Callable], math: Callable | None = None
+    library: torch.library.Library,
+    op,
+    eager_kernels: dict[str, Callable],
+    math: Callable | None = None,
+    formula: bool = True,
 ) -> None:
     """Registers the direct eager path of custom op ``op`` (a ``CustomOpDef``) in ``library``, with its
     eager kernel per backend (``"CPU"``, ``"CUDA"``); ``math`` computes the op with the native ops it
-    replaced (None: calls that need a gradient go through the op's autograd formula)."""
+    replaced (None: calls that need a gradient go through the op's autograd formula); ``formula``
+    says whether the op has an autograd formula (without one, every call that needs a gradient runs
+    its ``math``)."""
     try:
         from torch._library.autograd import make_autograd_impl
 
@@ -52,13 +61,12 @@ def register(
 
     def direct(eager_kernel: Callable) -> Callable:
         def kernel(keyset, *args):
-            if (keyset & after_autograd).highestPriorityTypeId() not in backends:
-                return generic(keyset, *args)
+            plain = (keyset & after_autograd).highestPriorityTypeId() in backends
             if not (grad_enabled() and any_requires_grad(*args)):
-                return eager_kernel(*args)
-            if math is None:
-                return generic(keyset, *args)
-            return storage_precision(math, args)
+                return eager_kernel(*args) if plain else generic(keyset, *args)
+            if math is not None and (plain or not formula):
+                return storage_precision(math, args)
+            return generic(keyset, *args)
 
         return kernel
 

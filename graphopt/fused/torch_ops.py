@@ -98,12 +98,12 @@ def _register_eager(defined, name: str, impl) -> None:
 
     def register_cuda(library: torch.library.Library) -> None:
         library.impl(name, cuda_kernel, "CUDA")
-        torch_direct.register(library, defined, {"CUDA": cuda_kernel}, impl.math)
+        torch_direct.register(library, defined, {"CUDA": cuda_kernel}, impl.math, impl.backward is not None)
 
     CUDA_KERNELS[name] = register_cuda
     register_cuda(_EAGER)
     _EAGER.impl(name, cpu_kernel, "CPU")
-    torch_direct.register(_EAGER, defined, {"CPU": cpu_kernel}, impl.math)
+    torch_direct.register(_EAGER, defined, {"CPU": cpu_kernel}, impl.math, impl.backward is not None)
 
 
 def _activate_native() -> None:

@@ -64,6 +64,20 @@ LIB.impl("native_scale", _eager, "CPU")
 torch_direct.register(LIB, native_scale, {"CPU": _eager}, _math)
 
 
+@torch.library.custom_op("graphopt_direct_test::formula_free_scale", mutates_args=())
+def formula_free_scale(x: torch.Tensor, factor: float) -> torch.Tensor:
+    return x * factor
+
+
+@formula_free_scale.register_fake
+def _(x, factor):
+    return torch.empty_like(x)
+
+
+LIB.impl("formula_free_scale", _eager, "CPU")
+torch_direct.register(LIB, formula_free_scale, {"CPU": _eager}, _math, formula=False)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_log():
     CALLS.clear()
@@ -113,6 +127,31 @@ def test_torch_compile_traces_through_the_op():
     compiled = torch.compile(lambda x: scale(x, 2.0) + 1, fullgraph=True, backend="aot_eager")
     x = torch.randn(4)
     torch.testing.assert_close(compiled(x), 2 * x + 1, rtol=0, atol=0)
+
+
+def test_torch_compile_differentiates_an_op_with_no_formula_through_its_native_ops():
+    """A traced call that needs a gradient of an op with no autograd formula runs as its math, so the
+    trace (and the backward derived from it) holds the native ops; without a gradient the op stays."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: formula_free_scale(x, 3.0) * x, fullgraph=True, backend="aot_eager")
+    x = torch.randn(5, requires_grad=True)
+    y = compiled(x)
+    (grad,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(grad, 6.0 * x.detach(), rtol=0, atol=0)
+    assert CALLS and set(CALLS) == {"math"}  # (once per trace: dynamo's, then AOT autograd's)
+    CALLS.clear()
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), 3.0 * x * x, rtol=0, atol=0)
+    assert "math" not in CALLS
+
+
+def test_a_traced_call_of_an_op_with_a_formula_keeps_the_op():
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: native_scale(x, 3.0) * x, fullgraph=True, backend="aot_eager")
+    x = torch.randn(5, requires_grad=True)
+    (grad,) = torch.autograd.grad(compiled(x).sum(), x)
+    torch.testing.assert_close(grad, 6.0 * x.detach(), rtol=0, atol=0)
+    assert "math" not in CALLS
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
