@@ -396,6 +396,9 @@ BASELINES = {
     "ORT optimizer → graphopt → ORT CUDA EP": "ORT transformer optimizer → ORT CUDA EP",
     "ORT optimizer → graphopt → ORT CPU EP": "ORT transformer optimizer → ORT CPU EP",
     "graphopt → PyTorch": "eager PyTorch",
+    "graphopt → PyTorch (no_grad)": "eager PyTorch (no_grad)",
+    "graphopt → PyTorch (direct)": "eager PyTorch (direct)",
+    "graphopt → PyTorch + CUDA graph": "eager PyTorch + CUDA graph",
 }
 
 

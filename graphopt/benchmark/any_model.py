@@ -79,7 +79,13 @@ def _ort_call(model, feeds: dict[str, np.ndarray], device: str, cuda_graph: bool
 
 
 def _torch_call(
-    program, feeds, device: str, compile_mode: str | None = None, direct: bool = False, graphed: bool = False
+    program,
+    feeds,
+    device: str,
+    compile_mode: str | None = None,
+    direct: bool = False,
+    graphed: bool = False,
+    no_grad: bool = False,
 ):
     import torch
 
@@ -102,6 +108,13 @@ def _torch_call(
     module = program.module()
     if compile_mode is not None:
         module = torch.compile(module, mode=None if compile_mode == "default" else compile_mode)
+    if no_grad:
+
+        def inference():
+            with torch.no_grad():
+                return module(*args, **kwargs)
+
+        return inference
     return lambda: module(*args, **kwargs)
 
 
@@ -159,35 +172,27 @@ def variants(
         rows += [("eager PyTorch", "original", reason), ("graphopt → PyTorch", "optimized", reason)]
         return rows
     torch_optimized = _lazy(lambda: graphopt.optimize(program, verify=False).model)
-    rows.append(("eager PyTorch", "original", lambda: _torch_call(program, feeds, device)))
-    for mode in compile_modes:
-        rows.append(
-            (f"torch.compile ({mode})", "original", lambda m=mode: _torch_call(program, feeds, device, m))
-        )
-    rows.append(("graphopt → PyTorch", "optimized", lambda: _torch_call(torch_optimized(), feeds, device)))
-    for mode in compile_modes:  # (compiled the same way as the original: moved, then .module())
-        rows.append(
-            (
-                f"graphopt → torch.compile ({mode})",
-                "optimized",
-                lambda m=mode: _torch_call(torch_optimized(), feeds, device, m),
+    # Each way of calling a program, for the original and for graphopt's output alike, so every
+    # graphopt row has the original's row of the same call to be compared with: as is (grad mode:
+    # an exported program's parameters require gradients), under no_grad (inference code), compiled,
+    # its graph module called directly, and replayed from a CUDA graph (what a host-bound model
+    # deploys with).
+    for name, model, get in (
+        ("eager PyTorch", "original", lambda: program),
+        ("graphopt → PyTorch", "optimized", torch_optimized),
+    ):
+        compiled_name = "torch.compile" if model == "original" else "graphopt → torch.compile"
+        rows.append((name, model, lambda g=get: _torch_call(g(), feeds, device)))
+        rows.append((f"{name} (no_grad)", model, lambda g=get: _torch_call(g(), feeds, device, no_grad=True)))
+        for mode in compile_modes:  # (compiled the same way for both: moved, then .module())
+            rows.append(
+                (f"{compiled_name} ({mode})", model, lambda g=get, m=mode: _torch_call(g(), feeds, device, m))
             )
-        )
-    rows.append(
-        (
-            "graphopt → PyTorch (direct)",
-            "optimized",
-            lambda: _torch_call(torch_optimized(), feeds, device, direct=True),
-        )
-    )
-    if on_gpu:
-        rows.append(
-            (
-                "graphopt → PyTorch + CUDA graph",
-                "optimized",
-                lambda: _torch_call(torch_optimized(), feeds, device, graphed=True),
+        rows.append((f"{name} (direct)", model, lambda g=get: _torch_call(g(), feeds, device, direct=True)))
+        if on_gpu:
+            rows.append(
+                (f"{name} + CUDA graph", model, lambda g=get: _torch_call(g(), feeds, device, graphed=True))
             )
-        )
     return rows
 
 

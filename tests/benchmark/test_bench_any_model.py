@@ -44,7 +44,12 @@ def test_bench_a_pt2_on_the_cpu(tmp_path):
     record = json.loads((tmp_path / "out" / "bench_tokens_cpu.json").read_text())
     assert record["inputs"]["ids"]["shape"] == [2, 8]
     rows = {r["variant"]: r for r in record["rows"]}
-    for name in ("ORT CPU EP", "graphopt → ORT CPU EP", "eager PyTorch", "graphopt → PyTorch"):
+    torch_rows = [n for n in rows if "PyTorch" in n]
+    # Every call of graphopt's program has the original's call of the same kind next to it.
+    assert sorted(torch_rows) == sorted(
+        f"{who} PyTorch{how}" for who in ("eager", "graphopt →") for how in ("", " (no_grad)", " (direct)")
+    )
+    for name in ("ORT CPU EP", "graphopt → ORT CPU EP", *torch_rows):
         assert rows[name]["error"] is None, rows[name]["error"]
         assert rows[name]["start_to_finish_us"] > 0 and rows[name]["max_abs_error"] < 1e-4
         assert rows[name]["noise"] >= 0 and rows[name]["extra"]["rounds"] == 3  # (--iters 3: 3 rounds of 1)
