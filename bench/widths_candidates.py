@@ -32,7 +32,7 @@ EARLY_AFFINE_COLS = tl.constexpr(1024)  # as NormAct: short rows load scale and 
 @triton.jit
 def two_piece_norm_act_kernel(
     X, R, W, B, Y, S, rows, eps, norm, activation, has_scale, has_bias, has_residual,
-    BLOCK_M: tl.constexpr, HEAD_N: tl.constexpr, TAIL_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, HEAD_N: tl.constexpr, TAIL_N: tl.constexpr, EARLY: tl.constexpr,
 ):  # fmt: skip
     """NormAct on contiguous rows of exactly HEAD_N + TAIL_N columns, shared scale and bias: the
     head and tail are separate unmasked tiles; the statistics sum over both (as ``block_stats``,
@@ -47,7 +47,7 @@ def two_piece_norm_act_kernel(
     h_mask = row_ok[:, None] & (head < cols)[None, :]
     t_mask = row_ok[:, None] & (tail < cols)[None, :]
     h_off, t_off = row[:, None] * cols + head, row[:, None] * cols + tail
-    if cols <= EARLY_AFFINE_COLS:
+    if EARLY:
         h_scale, h_bias = load_affine(W, B, head, head < cols, has_scale, has_bias)
         t_scale, t_bias = load_affine(W, B, tail, tail < cols, has_scale, has_bias)
     xh = load_sum(X, R, S, h_off, h_off, h_off, h_mask, has_residual, True)
@@ -58,7 +58,7 @@ def two_piece_norm_act_kernel(
     mean = tl.where(norm == LAYER, (tl.sum(sh, axis=1) + tl.sum(st, axis=1)) * inv, 0.0)
     variance = (tl.sum(sh * sh, axis=1) + tl.sum(st * st, axis=1)) * inv - mean * mean
     rstd = tl.math.rsqrt(variance + tl.cast(eps, tl.float32))
-    if cols > EARLY_AFFINE_COLS:
+    if not EARLY:
         h_scale, h_bias = load_affine(W, B, head, head < cols, has_scale, has_bias)
         t_scale, t_bias = load_affine(W, B, tail, tail < cols, has_scale, has_bias)
     storage = Y.dtype.element_ty
@@ -141,7 +141,7 @@ def _two_piece(data, at, m, w, head, tail):
         two_piece_norm_act_kernel[grid](
             x, r, p.get("scale", x), p.get("bias", x), out["y"], out.get("sum", out["y"]), rows, c.eps,
             int(Norm.LAYER), act, int(c.affine), int(c.affine), int(c.residual),
-            BLOCK_M=m, HEAD_N=head, TAIL_N=tail, num_warps=w,
+            BLOCK_M=m, HEAD_N=head, TAIL_N=tail, EARLY=head + tail <= EARLY_AFFINE_COLS, num_warps=w,
         )  # fmt: skip
         return tuple(out.values())
 
