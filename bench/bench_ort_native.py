@@ -1,11 +1,13 @@
 """The seed through ONNX Runtime called from C++ (bench/ort_native/ort_run_timer.cc), on a GPU machine.
 
 Python's binding adds its own per-run cost (run_with_iobinding, argument conversion) on top of ONNX
-Runtime's; a deployed C++ service does not pay it. This runs the seed's original, horizontally batched
-and optimized models, and a one-Relu model (the runtime's floor), through the C++ timer on the CUDA EP,
+Runtime's; a deployed C++ service does not pay it. This runs a model's original, horizontally batched
+and optimized forms, and a one-Relu model (the runtime's floor), through the C++ timer on the CUDA EP,
 with and without CUDA graphs, and records start-to-finish (Run + device synchronize, median).
+Models: the bundled seed (N=16, B=1024, D=256), the seed at recommendation scale (N=128, B=512,
+D=256) and the per-feature model of that size (each feature its own LayerNorm; shared Linear(D, 1)).
 
-    python bench/bench_ort_native.py [--out bench/results] [--iters 2000]
+    python bench/bench_ort_native.py [--models seed,seed_n128,per_feature_n128] [--out bench/results]
 """
 
 from __future__ import annotations
@@ -27,13 +29,45 @@ from graphopt.benchmark.compare import VERTICAL_PASSES
 from graphopt.benchmark.floors import one_relu_model
 
 REPO = Path(__file__).resolve().parent.parent
+SCALE = {"n": 128, "b": 512, "d": 256}  # the recommendation scale of the N=128 rows
+
+
+def _exported(module) -> onnx.ModelProto:
+    from models.onnx_export import export_dynamo
+    from models.split_stack import example_inputs
+
+    return export_dynamo(module.eval(), example_inputs(**SCALE))
+
+
+def _seed_n128() -> onnx.ModelProto:
+    from models.split_stack import SplitStack
+
+    return _exported(SplitStack(**SCALE))
+
+
+def _per_feature_n128() -> onnx.ModelProto:
+    from models.per_feature_split import PerFeatureSplitStack
+
+    return _exported(PerFeatureSplitStack(**SCALE))
+
+
+MODELS = {
+    "seed": lambda: onnx.load(REPO / "models" / "split_stack.onnx"),
+    "seed_n128": _seed_n128,
+    "per_feature_n128": _per_feature_n128,
+}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--iters", type=int, default=2000)
+    parser.add_argument("--models", default="seed", help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--name", default="ort_native", help="file stem of the results")
     args = parser.parse_args()
+    names = args.models.split(",")
+    if unknown := [n for n in names if n not in MODELS]:
+        parser.error(f"unknown model(s) {unknown}; known: {', '.join(MODELS)}")
     work = Path(tempfile.mkdtemp(prefix="ort_native_"))
     build = subprocess.run(
         ["bash", str(REPO / "bench" / "ort_native" / "build.sh"), str(work / "bin")],
@@ -43,13 +77,13 @@ def main() -> int:
     if build.returncode != 0:
         sys.exit(f"building the C++ timer failed:\n{build.stderr.strip()}")
     timer = build.stdout.split()[-1]
-    original = onnx.load(REPO / "models" / "split_stack.onnx")
-    models = {
-        "floor: one Relu on 4 floats": one_relu_model(),
-        "original": original,
-        "horizontal fusion only": graphopt.optimize(original, skip=VERTICAL_PASSES)[0],
-        "graphopt (library registered)": graphopt.optimize(original)[0],
-    }
+    models = {"floor: one Relu on 4 floats": one_relu_model()}
+    for name in names:
+        original = MODELS[name]()
+        prefix = "" if names == ["seed"] else f"{name}: "
+        models[f"{prefix}original"] = original
+        models[f"{prefix}horizontal fusion only"] = graphopt.optimize(original, skip=VERTICAL_PASSES)[0]
+        models[f"{prefix}graphopt (library registered)"] = graphopt.optimize(original)[0]
     from graphopt.ort import library_path
 
     rows = []
@@ -72,7 +106,8 @@ def main() -> int:
 
     record = {
         "what": "start-to-finish of one ONNX Runtime CUDA EP run called from C++ (IO binding, Run + "
-        "cuCtxSynchronize), median over the iterations; the seed N=16 B=1024 D=256 fp32",
+        "cuCtxSynchronize), median over the iterations; fp32; models: " + ", ".join(names),
+        "command": "python bench/bench_ort_native.py " + " ".join(sys.argv[1:]),
         "device": torch.cuda.get_device_name(),
         "onnxruntime": __import__("onnxruntime").__version__,
         "iters": args.iters,
@@ -80,12 +115,12 @@ def main() -> int:
         "rows": rows,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ort_native.json").write_text(json.dumps(record, indent=2) + "\n")
+    (args.out / f"{args.name}.json").write_text(json.dumps(record, indent=2) + "\n")
     lines = [
-        "# The seed through ONNX Runtime called from C++",
+        "# ONNX Runtime called from C++",
         "",
         f"{record['device']}, onnxruntime {record['onnxruntime']}, {record['date']}; "
-        f"`python bench/bench_ort_native.py` (median of {args.iters} runs, each Run + device synchronize).",
+        f"`{record['command']}` (median of {args.iters} runs, each Run + device synchronize).",
         "",
         "| model | CUDA graph | median µs | p10 µs | p90 µs |",
         "|---|---|---|---|---|",
@@ -98,7 +133,7 @@ def main() -> int:
                 f"| {row['model']} | {'yes' if row['cuda_graph'] else 'no'} | {row['median_us']:.1f} | "
                 f"{row['p10_us']:.1f} | {row['p90_us']:.1f} |"
             )
-    (args.out / "ort_native.md").write_text("\n".join(lines) + "\n")
+    (args.out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

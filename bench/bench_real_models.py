@@ -195,6 +195,15 @@ def seed(s):
     return SplitStack(n=n, b=b, d=d), (data,), None
 
 
+def per_feature_n128(s):
+    """The seed written with one LayerNorm per feature (each its own scale and bias), same size."""
+    from models.per_feature_split import PerFeatureSplitStack
+
+    n, b, d = (128, 512, 256) if s is FULL else (8, 16, 32)
+    data = torch.randn(n * b * d, generator=torch.Generator().manual_seed(0))
+    return PerFeatureSplitStack(n=n, b=b, d=d), (data,), None
+
+
 def per_feature(s):
     from bench.coverage.recsys import FeatureTower
 
@@ -212,6 +221,7 @@ MODELS = {
     "unet2d": unet2d,
     "vae": vae,
     "seed_n128": seed,
+    "per_feature_n128": per_feature_n128,
     "per_feature": per_feature,
 }
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}

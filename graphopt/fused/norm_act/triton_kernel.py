@@ -141,8 +141,12 @@ def norm_act_kernel(
     if ITERS == 1:
         # Per-feature scale and bias on a block inside one feature: read once, as shared ones.
         last = tl.minimum(pid * BLOCK_M + BLOCK_M, rows) - 1
-        W, w_groups = block_operand(W, pid * BLOCK_M, last, w_inner, w_groups, cols)
-        B, b_groups = block_operand(B, pid * BLOCK_M, last, b_inner, b_groups, cols)
+        # (Each behind its own test: Triton's JIT makes a groups of 1 a constant, which a
+        # reassignment could not change the type of.)
+        if w_groups != 1:
+            W, w_groups = block_operand(W, pid * BLOCK_M, last, w_inner, w_groups, cols)
+        if b_groups != 1:
+            B, b_groups = block_operand(B, pid * BLOCK_M, last, b_inner, b_groups, cols)
     # Row offsets into R; scale and bias rows are picked where they are applied (``normalize_rows``).
     r_base = operand_rows(row, r_inner, r_groups, rows) * stride_r
     if not LOOPED:
