@@ -231,6 +231,76 @@ def test_a_call_that_needs_a_gradient_records_one(native):
     torch.testing.assert_close(x.grad, expected.grad, rtol=1e-4, atol=1e-5)
 
 
+# Calls that need a gradient, by op form: (op name, its arguments from x, w, b, r and a 4-d x).
+GRAD_CALLS = {
+    "norm_act": lambda x, w, b, r, x4: (x, w, b, "layer", "gelu", 1e-5, -1),
+    "add_norm_act": lambda x, w, b, r, x4: (x, r, w, None, "rms", "silu", 1e-6, -1),
+    "affine_act": lambda x, w, b, r, x4: (x, w, b, "gelu_tanh", -1),
+    "group_norm_act": lambda x, w, b, r, x4: (x4, w, b, 8, "silu", 1e-5),
+    "add_group_norm_act": lambda x, w, b, r, x4: (x4, x4.flip(0), w, None, 4, "sigmoid", 1e-5),
+}
+
+
+@gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name", list(GRAD_CALLS))
+def test_a_call_that_needs_a_gradient_runs_the_native_ops_in_cpp(native, name, dtype, monkeypatch):
+    """An eager call whose parameters require gradients (an exported program's module() as is) runs
+    the unfused program's native ops from C++: the values and gradients of the Python math path, bit
+    for bit, without entering Python."""
+    from graphopt.fused import torch_direct
+
+    x, w, b, r = _inputs(DTYPES[dtype], 6, 32, 64, offset=20.0)
+    x4 = x.view(6, 64, 4, 8)
+    w, b = w.clone().requires_grad_(), b.clone().requires_grad_()
+    python_calls, real = [], torch_direct.storage_precision
+
+    def counted(math, args):
+        python_calls.append(math)
+        return real(math, args)
+
+    monkeypatch.setattr(torch_direct, "storage_precision", counted)
+    args = GRAD_CALLS[name](x, w, b, r, x4)
+
+    fast = getattr(ops, name)(*args)
+    assert not python_calls
+    python = getattr(torch.ops.graphopt_eager, name)(*args)
+    assert python_calls  # (the counter sees the Python path)
+
+    fast, python = (out if isinstance(out, tuple) else (out,) for out in (fast, python))
+    for mine, theirs in zip(fast, python, strict=True):
+        assert torch.equal(mine, theirs) and mine.is_contiguous()
+    weights = torch.randn_like(fast[0])
+
+    def gradients(y):
+        found = torch.autograd.grad((y * weights).sum(), (w, b), allow_unused=True)
+        return [g for g in found if g is not None]
+
+    for mine, theirs in zip(gradients(fast[0]), gradients(python[0]), strict=True):
+        assert torch.equal(mine, theirs)
+
+
+@gpu
+def test_a_call_needing_a_gradient_that_the_cpp_math_declines_takes_the_python_math(native, monkeypatch):
+    from graphopt.fused import torch_direct
+
+    x, _, b, _ = _inputs(torch.float32, 6, 32, 64)
+    per_slice = torch.randn(6, 1, 64, device="cuda", requires_grad=True)  # (a scale per slice)
+    python_calls, real = [], torch_direct.storage_precision
+    monkeypatch.setattr(
+        torch_direct, "storage_precision", lambda math, args: python_calls.append(1) or real(math, args)
+    )
+
+    y = ops.norm_act(x, per_slice, b, "layer", "relu", 1e-5, -1)
+
+    assert python_calls
+    expected = torch.relu(torch.nn.functional.layer_norm(x, (64,), None, None, 1e-5) * per_slice + b)
+    torch.testing.assert_close(y, expected, rtol=1e-5, atol=1e-5)
+    (grad,) = torch.autograd.grad(y.sum(), per_slice)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), per_slice)
+    torch.testing.assert_close(grad, expected_grad, rtol=1e-5, atol=1e-5)
+
+
 @gpu
 def test_inference_mode_and_another_stream_and_device_index(native):
     x, w, b, _ = _inputs(torch.float16, 32, 512)

@@ -1,8 +1,14 @@
 // AffineAct's eager fast path in PyTorch (graphopt/fused/torch_native): affine_act on a contiguous
 // tensor, with a scale and bias of one element per channel of its dtype, launched through
-// GraphoptEagerAffineAct (cuda_launch.cc). Other calls take the Python path.
+// GraphoptEagerAffineAct (cuda_launch.cc). Other calls take the Python path. Calls that need a gradient
+// run the multiply, add and activation (the Python math's native ops) where scale and bias are
+// vectors of X's dtype.
+#include <ATen/ops/add.h>
+#include <ATen/ops/mul.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/accumulate.h>
+
+#include <vector>
 
 #include "torch_native/fast_path.h"
 
@@ -39,7 +45,31 @@ Outcome AffineAct(torch::jit::Stack& stack, size_t arguments, void* entry, std::
   return Finish(outcome, error, failure, stack, arguments, {y});
 }
 
-const bool registered = AddFastPath({"affine_act", "GraphoptEagerAffineAct", &AffineAct});
+// The same arguments, as the native ops (affine_act/torch_math.py's affine_act).
+bool AffineActMath(torch::jit::Stack& stack, size_t arguments) {
+  auto args = torch::jit::last(stack, arguments);
+  const at::Tensor& x = args[0].toTensor();
+  const at::Tensor* scale = OptionalTensor(args[1]);
+  const at::Tensor* bias = OptionalTensor(args[2]);
+  const std::string& activation = args[3].toStringRef();
+  const c10::IValue& axis = args[4];
+  if (!axis.isInt() || x.dim() == 0 || !x.is_floating_point() || !KnownActivation(activation)) return false;
+  // (nothing to compute would return X itself, which an op's output must not be)
+  if (scale == nullptr && bias == nullptr && activation == "identity") return false;
+  const int64_t rank = x.dim(), dim = axis.toInt() < 0 ? axis.toInt() + rank : axis.toInt();
+  if (dim < 0 || dim >= rank) return false;
+  const int64_t channels = x.size(dim);
+  if (!SameType(scale, x, {channels}) || !SameType(bias, x, {channels})) return false;
+  std::vector<int64_t> shape(rank, 1);
+  shape[dim] = -1;
+  at::Tensor z = x;
+  if (scale) z = at::mul(z, scale->view(shape));
+  if (bias) z = at::add(z, bias->view(shape));
+  Return(stack, arguments, {Activate(activation, z).contiguous()});
+  return true;
+}
+
+const bool registered = AddFastPath({"affine_act", "GraphoptEagerAffineAct", &AffineAct, &AffineActMath});
 
 }  // namespace
 }  // namespace graphopt::torch_native

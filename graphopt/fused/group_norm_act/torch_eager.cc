@@ -2,8 +2,11 @@
 // add_group_norm_act on contiguous [N, C, *] tensors of one dtype, with a scale and bias of C elements
 // and a residual of X's shape, launched through GraphoptEagerGroupNormAct (cuda_launch.cc); a split
 // launch's scratch memory is a tensor from PyTorch's allocator on the call's stream. Other calls take
-// the Python path.
+// the Python path. Calls that need a gradient run group_norm and the activation (the Python math's
+// native ops) where scale and bias are vectors and the residual a tensor of X's shape, all of its dtype.
+#include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/group_norm.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <exception>
@@ -71,8 +74,37 @@ Outcome GroupNormAct(torch::jit::Stack& stack, size_t arguments, void* entry, st
   return Finish(outcome, error, failure, stack, arguments, {y, sum});
 }
 
-const bool registered = AddFastPath({"group_norm_act", "GraphoptEagerGroupNormAct", &Form<GroupNormAct, false>}) &&
-                        AddFastPath({"add_group_norm_act", "GraphoptEagerGroupNormAct", &Form<GroupNormAct, true>});
+// The same arguments, as the native ops (group_norm_act/torch_math.py's group_norm_act, after
+// residual_sum for the residual form).
+bool GroupNormActMath(torch::jit::Stack& stack, size_t arguments, bool with_residual) {
+  auto args = torch::jit::last(stack, arguments);
+  size_t i = 0;
+  const at::Tensor& x = args[i++].toTensor();
+  const at::Tensor* residual = with_residual ? &args[i++].toTensor() : nullptr;
+  const at::Tensor* scale = OptionalTensor(args[i++]);
+  const at::Tensor* bias = OptionalTensor(args[i++]);
+  const c10::IValue& groups = args[i++];
+  const std::string& activation = args[i++].toStringRef();
+  const double eps = args[i++].toDouble();
+  if (!groups.isInt() || x.dim() < 2 || x.numel() == 0 || !x.is_floating_point() || !KnownActivation(activation)) {
+    return false;
+  }
+  const int64_t channels = x.size(1), group_count = groups.toInt();
+  if (group_count <= 0 || channels % group_count != 0) return false;  // (Python names the error)
+  if (!SameType(scale, x, {channels}) || !SameType(bias, x, {channels}) || !SameType(residual, x, x.sizes())) {
+    return false;
+  }
+  const at::Tensor s = residual ? at::add(x, *residual).contiguous() : x;
+  const at::Tensor z = at::group_norm(s, group_count, scale ? std::optional<at::Tensor>(*scale) : std::nullopt,
+                                      bias ? std::optional<at::Tensor>(*bias) : std::nullopt, eps);
+  Return(stack, arguments, {Activate(activation, z).contiguous(), residual ? s : at::Tensor()});
+  return true;
+}
+
+const bool registered = AddFastPath({"group_norm_act", "GraphoptEagerGroupNormAct", &Form<GroupNormAct, false>,
+                                     &GradForm<GroupNormActMath, false>}) &&
+                        AddFastPath({"add_group_norm_act", "GraphoptEagerGroupNormAct", &Form<GroupNormAct, true>,
+                                     &GradForm<GroupNormActMath, true>});
 
 }  // namespace
 }  // namespace graphopt::torch_native

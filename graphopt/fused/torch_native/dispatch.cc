@@ -4,7 +4,11 @@
 // layer_norm or gelu costs in all. This library registers a C++ kernel for an op form at the
 // AutogradCUDA and CUDA keys. A plain eager call (nothing but the CUDA backend below autograd, no
 // gradient needed) whose arguments the op's fast path takes (its torch_eager.cc) allocates its
-// outputs and launches the op's ahead-of-time kernel here. Every other call goes on, with its dispatch
+// outputs and launches the op's ahead-of-time kernel here. An eager call that needs a gradient (an
+// exported program's module() called as is: its parameters require gradients) runs, where the op
+// has a grad path that takes its arguments, as the native ops the fusion replaced, called from here
+// and recorded by autograd as in the unfused program (torch_direct's math path, without Python).
+// Every other call goes on, with its dispatch
 // key set unchanged, to the same op in namespace graphopt_eager, which holds the op's Python kernels
 // for those keys (torch_direct's, the launch plans); they call the op itself again, never the copy,
 // so traces record graphopt's op as before. The Python kernels stay registered on graphopt's op too,
@@ -18,6 +22,11 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/tanh.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/library.h>
@@ -41,15 +50,16 @@ std::vector<FastPathEntry>& FastPaths() {
   return paths;
 }
 
-// A fast path whose C entry was found in libgraphopt_ort, by op name.
-std::map<std::string, std::pair<FastPath, void*>>& Bound() {
-  static std::map<std::string, std::pair<FastPath, void*>> bound;
+// A fast path whose C entry was found in libgraphopt_ort, with that entry, by op name.
+std::map<std::string, std::pair<FastPathEntry, void*>>& Bound() {
+  static std::map<std::string, std::pair<FastPathEntry, void*>> bound;
   return bound;
 }
 
 struct OpState {
   std::string name;
   FastPath run = nullptr;
+  GradPath grad = nullptr;
   void* entry = nullptr;
   size_t arguments = 0;
   std::optional<c10::OperatorHandle> python;  // graphopt_eager::<name>
@@ -57,14 +67,18 @@ struct OpState {
 };
 
 // Nothing but the CUDA backend below autograd (no Python mode, functionalization, subclass or fake
-// tensor: those keys sit between autograd and the backend), and no gradient to record.
-bool PlainEagerCall(c10::DispatchKeySet keys, const torch::jit::Stack& stack, size_t arguments) {
-  if ((keys & c10::after_autograd_keyset).highestPriorityTypeId() != c10::DispatchKey::CUDA) return false;
-  if (!c10::GradMode::is_enabled()) return true;
+// tensor: those keys sit between autograd and the backend).
+bool EagerCall(c10::DispatchKeySet keys) {
+  return (keys & c10::after_autograd_keyset).highestPriorityTypeId() == c10::DispatchKey::CUDA;
+}
+
+// A gradient to record: grad mode on and an argument that requires one.
+bool NeedsGradient(const torch::jit::Stack& stack, size_t arguments) {
+  if (!c10::GradMode::is_enabled()) return false;
   for (const c10::IValue& value : torch::jit::last(stack, arguments)) {
-    if (value.isTensor() && value.toTensor().requires_grad()) return false;
+    if (value.isTensor() && value.toTensor().requires_grad()) return true;
   }
-  return true;
+  return false;
 }
 
 bool TryFastPath(OpState& op, torch::jit::Stack& stack) {
@@ -90,9 +104,13 @@ class Kernel final : public c10::OperatorKernel {
   explicit Kernel(OpState* op) : op_(op) {}
 
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-    if (op_->enabled.load(std::memory_order_relaxed) && PlainEagerCall(keys, *stack, op_->arguments) &&
-        TryFastPath(*op_, *stack)) {
-      return;
+    if (op_->enabled.load(std::memory_order_relaxed) && EagerCall(keys)) {
+      if (!NeedsGradient(*stack, op_->arguments)) {
+        if (TryFastPath(*op_, *stack)) return;
+      } else if (op_->grad != nullptr && op_->grad(*stack, op_->arguments)) {
+        // (at the autograd key itself: the native ops dispatch from the top and are recorded)
+        return;
+      }
     }
     op_->python->redispatchBoxed(keys, stack);
   }
@@ -156,6 +174,36 @@ bool SameKindElements(const at::Tensor* t, const at::Tensor& like, int64_t numel
                           t->numel() == numel && t->is_contiguous());
 }
 
+bool SameType(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shape) {
+  return t == nullptr ||
+         (t->scalar_type() == like.scalar_type() && t->device() == like.device() && t->sizes().equals(shape));
+}
+
+bool KnownActivation(const std::string& spelling) {
+  for (const char* known : {"identity", "relu", "tanh", "gelu", "gelu_tanh", "silu", "sigmoid"}) {
+    if (spelling == known) return true;
+  }
+  return false;
+}
+
+at::Tensor Activate(const std::string& spelling, const at::Tensor& z) {
+  if (spelling == "identity") return z;
+  if (spelling == "relu") return at::relu(z);
+  if (spelling == "tanh") return at::tanh(z);
+  if (spelling == "gelu") return at::gelu(z);
+  if (spelling == "gelu_tanh") return at::gelu(z, "tanh");
+  if (spelling == "silu") return at::silu(z);
+  if (spelling == "sigmoid") return at::sigmoid(z);
+  return at::Tensor();
+}
+
+void Return(torch::jit::Stack& stack, size_t arguments, std::initializer_list<at::Tensor> outputs) {
+  torch::jit::drop(stack, arguments);
+  for (const at::Tensor& output : outputs) {
+    if (output.defined()) torch::jit::push(stack, output);
+  }
+}
+
 Outcome Finish(int code, const char* error, std::string* failure, torch::jit::Stack& stack, size_t arguments,
                std::initializer_list<at::Tensor> outputs) {
   if (code == static_cast<int>(Outcome::kDeclined)) return Outcome::kDeclined;
@@ -163,10 +211,7 @@ Outcome Finish(int code, const char* error, std::string* failure, torch::jit::St
     *failure = error;
     return Outcome::kFailed;
   }
-  torch::jit::drop(stack, arguments);
-  for (const at::Tensor& output : outputs) {
-    if (output.defined()) torch::jit::push(stack, output);
-  }
+  Return(stack, arguments, outputs);
   return Outcome::kLaunched;
 }
 
@@ -198,7 +243,7 @@ extern "C" __attribute__((visibility("default"))) int graphopt_torch_native_bind
   int found = 0;
   for (const FastPathEntry& path : FastPaths()) {
     if (void* entry = dlsym(library, path.entry)) {
-      Bound()[path.op] = {path.run, entry};
+      Bound()[path.op] = {path, entry};
       names += (found++ ? "," : "") + std::string(path.op);
     }
   }
@@ -220,7 +265,8 @@ extern "C" __attribute__((visibility("default"))) int graphopt_torch_native_regi
     TORCH_CHECK(bound != Bound().end(), "no fast path bound for ", op);
     auto state = std::make_unique<OpState>();
     state->name = op;
-    state->run = bound->second.first;
+    state->run = bound->second.first.run;
+    state->grad = bound->second.first.grad;
     state->entry = bound->second.second;
     state->python = c10::Dispatcher::singleton().findSchemaOrThrow(("graphopt_eager::" + state->name).c_str(), "");
     state->arguments = state->python->schema().arguments().size();

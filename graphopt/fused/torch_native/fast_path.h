@@ -21,10 +21,17 @@ enum class Outcome : int { kLaunched = 0, kDeclined = 1, kFailed = 2 };
 // op's Python kernels take the call). kFailed: the same, with what failed in *failure.
 using FastPath = Outcome (*)(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure);
 
+// Runs op form `op`, for a call that needs a gradient, as the native ops it stands for (what its
+// Python `math` computes, in the same precision), which autograd records as it records them in the
+// unfused program: true, with the arguments replaced by the outputs; false, with the stack
+// untouched and nothing run (the op's Python kernels take the call).
+using GradPath = bool (*)(torch::jit::Stack& stack, size_t arguments);
+
 struct FastPathEntry {
   const char* op;     // the torch op's name in namespace graphopt ("norm_act")
   const char* entry;  // its C entry's symbol in libgraphopt_ort ("GraphoptEagerNormAct")
   FastPath run;
+  GradPath grad = nullptr;  // none: such calls take the Python path
 };
 
 // Called from a static initializer of each op's torch_eager.cc; returns true.
@@ -38,6 +45,11 @@ template <ResidualFastPath run, bool with_residual>
 Outcome Form(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure) {
   return run(stack, arguments, entry, failure, with_residual);
 }
+using ResidualGradPath = bool (*)(torch::jit::Stack& stack, size_t arguments, bool with_residual);
+template <ResidualGradPath run, bool with_residual>
+bool GradForm(torch::jit::Stack& stack, size_t arguments) {
+  return run(stack, arguments, with_residual);
+}
 
 // --- for the fast paths ---------------------------------------------------------------------------
 
@@ -49,6 +61,16 @@ const at::Tensor* OptionalTensor(const c10::IValue& value);
 bool SameKind(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shape);
 // The same with `numel` elements, whatever its shape.
 bool SameKindElements(const at::Tensor* t, const at::Tensor& like, int64_t numel);
+// A tensor of `like`'s dtype and device with shape `shape`, any strides (nullptr passes): an operand
+// the native ops take as the unfused program passed it.
+bool SameType(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shape);
+// `z` through activation `spelling` (the torch ops' spellings: "gelu", "silu", ...) as the native op
+// the unfused program ran; an undefined tensor for a spelling it does not know.
+at::Tensor Activate(const std::string& spelling, const at::Tensor& z);
+// Whether Activate knows `spelling`.
+bool KnownActivation(const std::string& spelling);
+// Replaces the last `arguments` values of `stack` by the defined tensors of `outputs`.
+void Return(torch::jit::Stack& stack, size_t arguments, std::initializer_list<at::Tensor> outputs);
 // The current stream of `device`, as the CUDA stream handle the launches take.
 void* CurrentStream(c10::Device device);
 // An uninitialized contiguous tensor like `x` (the launches' outputs).
