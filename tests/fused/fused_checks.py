@@ -73,3 +73,22 @@ class ThroughAutogradFormula:
 
 
 GRADIENT_PATHS = {"native_ops": contextlib.nullcontext, "autograd_formula": ThroughAutogradFormula}
+
+
+class _PythonKernelOps:
+    def __getattr__(self, name):
+        import torch
+
+        from graphopt.fused import register_torch_ops, torch_native
+
+        if name in torch_native.active_ops():
+            return getattr(torch.ops.graphopt_eager, name)
+        return getattr(register_torch_ops(), name)
+
+
+def python_kernel_ops():
+    """graphopt's torch ops as their Python kernels run them (launch plans, torch_direct): the ops
+    themselves, or, for an op whose eager CUDA calls the C++ kernels took in this process
+    (torch_native, switched on by the first such call), its copy in graphopt_eager, which keeps the
+    Python kernels. Tests of the Python path stay right whatever ran before them."""
+    return _PythonKernelOps()

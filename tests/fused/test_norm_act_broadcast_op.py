@@ -132,9 +132,9 @@ def test_fallback_function_broadcasts_the_same_way(shapes, norm, opset):
         ((2, 16, 64), (64,), (1, 16, 64)),
         ((3, 2, 24), (3, 1, 24), (2, 24)),
         ((4, 3, 40), (4, 3, 40), None),  # a scale and bias of X's own shape: one row per row
-        # Slices of 8 rows in blocks of 4 (float32's 512-wide tier): each block reads its slice's
-        # row once; slices of 6 rows: some blocks inside one slice, some across two (a row per
-        # row); a row longer than any block is walked in chunks, a block of one row.
+        # Slices of 8 rows in blocks of 4 (float32's 512-wide tier): every block inside one
+        # slice; slices of 6 rows: some blocks inside one slice, some across two; a row longer
+        # than any block, walked in chunks.
         ((3, 8, 512), (3, 1, 512), None),
         ((3, 6, 512), (3, 1, 512), (6, 512)),
         ((2, 3, 8208), (2, 1, 8208), None),

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from fused_checks import GRADIENT_PATHS, NORMS, assert_close
+from fused_checks import GRADIENT_PATHS, NORMS, assert_close, python_kernel_ops
 from onnx import helper
 from test_onnx_functions import OPSETS, make_model, random, run_fallback
 
@@ -51,11 +51,11 @@ def tensors(case, dtype=torch.float32, requires_grad=False):
     return [None if s is None else randn(*s, dtype=dtype, requires_grad=requires_grad) for s in CASES[case]]
 
 
-def call(x, w, b, lw, lb, r, norm="layer", activation="tanh", out_activation="identity"):
+def call(x, w, b, lw, lb, r, norm="layer", activation="tanh", out_activation="identity", namespace=ops):
     """(Y, ResidualSum or None) through the torch op the inputs select."""
     if r is None:
-        return ops.norm_act_linear(x, w, b, lw, lb, norm, activation, 1e-5, out_activation), None
-    return ops.add_norm_act_linear(x, r, w, b, lw, lb, norm, activation, 1e-5, out_activation)
+        return namespace.norm_act_linear(x, w, b, lw, lb, norm, activation, 1e-5, out_activation), None
+    return namespace.add_norm_act_linear(x, r, w, b, lw, lb, norm, activation, 1e-5, out_activation)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -203,10 +203,11 @@ def test_planned_eager_calls_on_cuda_compute_the_reference(case, dtype):
     from graphopt.fused.torch_ops import PLANNED
 
     name = "norm_act_linear" if CASES[case][-1] is None else "add_norm_act_linear"
+    namespace = python_kernel_ops()  # (the Python kernels, whose plan this checks)
     PLANNED[name].clear()
     for _ in range(3):  # the JIT, then launches from the plan
         x, w, b, lw, lb, r = (None if t is None else t.cuda() for t in tensors(case, DTYPES[dtype]))
-        y, total = call(x, w, b, lw, lb, r, "layer", "gelu", "sigmoid")
+        y, total = call(x, w, b, lw, lb, r, "layer", "gelu", "sigmoid", namespace)
         cpu = (None if t is None else t.cpu() for t in (x, w, b, lw, lb, r))
         assert_close(y.float().cpu(), reference(*cpu, "layer", "gelu", "sigmoid"), dtype)
         if r is not None:

@@ -6,9 +6,9 @@ is planned; on the GPU, planned calls compute the reference."""
 
 import pytest
 import torch
-from fused_checks import assert_close
+from fused_checks import assert_close, python_kernel_ops
 
-from graphopt.fused import Activation, Norm, register_torch_ops, torch_launch_plans, torch_math, torch_triton
+from graphopt.fused import Activation, Norm, torch_launch_plans, torch_math, torch_triton
 from graphopt.fused.affine_act import torch_impl as affine_act_impl
 from graphopt.fused.group_norm_act import torch_impl as group_norm_act_impl
 from graphopt.fused.norm_act import torch_impl as norm_act_impl
@@ -262,7 +262,7 @@ def test_under_the_interpreter_nothing_is_planned_and_calls_still_compute(monkey
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_planned_op_calls_on_cuda_compute_what_the_reference_computes(dtype):
-    ops, t = register_torch_ops(), getattr(torch, dtype)
+    ops, t = python_kernel_ops(), getattr(torch, dtype)
     for planned in PLANNED.values():
         planned.clear()
     # aligned, masked, one row, 3-D, rows 32 elements apart
@@ -298,7 +298,7 @@ def test_planned_op_calls_on_cuda_compute_what_the_reference_computes(dtype):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_planned_split_group_norm_calls_on_cuda_compute_what_the_reference_computes(dtype):
-    ops, t = register_torch_ops(), getattr(torch, dtype)
+    ops, t = python_kernel_ops(), getattr(torch, dtype)
     PLANNED["add_group_norm_act"].clear()
     for _ in range(3):  # JIT, then direct launches with a fresh scratch buffer each
         x, r = (torch.randn(2, 16, 64, 64, device="cuda", dtype=t) for _ in range(2))  # 8 runs of 16384

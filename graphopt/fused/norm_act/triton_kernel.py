@@ -65,35 +65,6 @@ def operand_rows(row, inner, groups, rows):
 
 
 @triton.jit
-def block_group(first, last, inner, groups, size):
-    """The offset of the operand row (or matrix) of ``size`` elements that the block's first row
-    reads, and whether every row of the block, ``first`` to ``last``, reads that one: then one
-    vector load serves the block, as for a shared operand (per-feature operands on blocks inside one
-    feature, the usual case), else each row loads its own. (A uniform branch: a shared operand
-    costs no division.)"""
-    offset = first * 0
-    same = groups == 1
-    if groups != 1:
-        q = first // inner
-        offset = (q % groups) * size
-        same = q == last // inner
-    return offset, same
-
-
-@triton.jit
-def block_operand(P, first, last, inner, groups, cols):
-    """(pointer, groups) of a [groups, cols] operand for the block of rows ``first`` to ``last``:
-    moved to the one row the whole block reads, with groups 1, where every row of the block reads
-    the same row (``block_group``), so the block loads it once as a shared row, not a tile of
-    copies of it; as given otherwise."""
-    offset, same = block_group(first, last, inner, groups, cols)
-    if same:
-        P += offset
-        groups = groups * 0 + 1
-    return P, groups
-
-
-@triton.jit
 def normalize_rows(
     centered, rstd, scale, bias, W, B, row, idx, mask, cols, has_scale, has_bias,
     w_inner, w_groups, b_inner, b_groups, activation, storage: tl.constexpr,
@@ -138,15 +109,6 @@ def norm_act_kernel(
     pid = tl.program_id(0).to(tl.int64)
     row = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = row < rows
-    if ITERS == 1:
-        # Per-feature scale and bias on a block inside one feature: read once, as shared ones.
-        last = tl.minimum(pid * BLOCK_M + BLOCK_M, rows) - 1
-        # (Each behind its own test: Triton's JIT makes a groups of 1 a constant, which a
-        # reassignment could not change the type of.)
-        if w_groups != 1:
-            W, w_groups = block_operand(W, pid * BLOCK_M, last, w_inner, w_groups, cols)
-        if b_groups != 1:
-            B, b_groups = block_operand(B, pid * BLOCK_M, last, b_inner, b_groups, cols)
     # Row offsets into R; scale and bias rows are picked where they are applied (``normalize_rows``).
     r_base = operand_rows(row, r_inner, r_groups, rows) * stride_r
     if not LOOPED:

@@ -19,7 +19,6 @@ import triton
 import triton.language as tl
 
 from graphopt.fused.norm_act.triton_kernel import (
-    block_group,
     dtype_name,
     load_sum,
     normalize_rows,
@@ -51,14 +50,30 @@ LOOP_BLOCK_K = tl.constexpr(16)
 
 
 @triton.jit
+def _block_group(first, last, inner, groups, size):
+    """The offset of the operand row (or matrix) of ``size`` elements that the block's first row
+    reads, and whether every row of the block, ``first`` to ``last``, reads that one: then one
+    vector load serves the block, as for a shared operand (per-feature operands on blocks inside one
+    feature, the usual case), else each row loads its own. (A uniform branch: a shared operand
+    costs no division.)"""
+    offset = first * 0
+    same = groups == 1
+    if groups != 1:
+        q = first // inner
+        offset = (q % groups) * size
+        same = q == last // inner
+    return offset, same
+
+
+@triton.jit
 def _normalize(
     centered, rstd, W, B, row, idx, col_ok, mask, cols, first, last, has_scale, has_bias,
     w_inner, w_groups, b_inner, b_groups, activation, storage: tl.constexpr,
 ):  # fmt: skip
     """act(centered * rstd * scale + bias), masked-off lanes 0: with one scale and bias row for
     the block where its rows share them, else with each row's own (NormAct's ``normalize_rows``)."""
-    w_off, w_same = block_group(first, last, w_inner, w_groups, cols)
-    b_off, b_same = block_group(first, last, b_inner, b_groups, cols)
+    w_off, w_same = _block_group(first, last, w_inner, w_groups, cols)
+    b_off, b_same = _block_group(first, last, b_inner, b_groups, cols)
     if w_same & b_same:
         scale, bias = load_affine(W + w_off, B + b_off, idx, col_ok, has_scale, has_bias)
         h = normalize_activate(centered, rstd, scale, bias, activation, storage)
@@ -116,8 +131,8 @@ def norm_act_linear_kernel(
     r_base = operand_rows(row, r_inner, r_groups, rows) * stride_r
     s_row = row[:, None] * cols
     y_row = row * out_features
-    wl_off, wl_same = block_group(first, last, wl_inner, wl_groups, out_features * cols)
-    lb_off, lb_same = block_group(first, last, lb_inner, lb_groups, out_features)
+    wl_off, wl_same = _block_group(first, last, wl_inner, wl_groups, out_features * cols)
+    lb_off, lb_same = _block_group(first, last, lb_inner, lb_groups, out_features)
     offs = tl.arange(0, BLOCK_N)
     if not LOOPED:
         col_ok = offs < cols
