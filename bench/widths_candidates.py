@@ -122,7 +122,7 @@ def _norm_act_linear_masked(data, at, m, w, n):
             out.get("sum", out["y"]), rows, d, c.k, d, d, c.eps, int(Norm.LAYER), act, 0,
             int(c.affine), int(c.affine), 1, int(c.residual), int(c.residual),
             1, 1, 1, 1, 1, rows, 1, 1, 1, 1,
-            BLOCK_M=m, BLOCK_N=n, LOOPED=False, num_warps=w,
+            BLOCK_M=m, BLOCK_N=n, LOOPED=False, EVEN=False, num_warps=w,
         )  # fmt: skip
         return tuple(out.values())
 

@@ -69,7 +69,8 @@ def test_norm_act_with_one_element_far_from_the_rest(rows, cols, expect, where):
 
 
 @pytest.mark.parametrize(
-    ("rows", "cols", "expect"), [(3, 1000, "row_u"), (2, 1024, "row_a"), (2, 8208, "loop_a")]
+    ("rows", "cols", "expect"),
+    [(3, 1000, "row_u"), (2, 1008, "row_a"), (2, 1024, "exact_a"), (2, 8208, "loop_a")],
 )
 def test_norm_act_linear_with_the_first_element_far_from_the_rest(rows, cols, expect):
     gen = generator("far linear", rows, cols)

@@ -68,10 +68,12 @@ def _block_group(first, last, inner, groups, size):
 @triton.jit
 def _normalize(
     centered, rstd, W, B, row, idx, col_ok, mask, cols, first, last, has_scale, has_bias,
-    w_inner, w_groups, b_inner, b_groups, activation, storage: tl.constexpr,
+    w_inner, w_groups, b_inner, b_groups, activation, storage: tl.constexpr, EVEN: tl.constexpr = False,
 ):  # fmt: skip
     """act(centered * rstd * scale + bias), masked-off lanes 0: with one scale and bias row for
-    the block where its rows share them, else with each row's own (NormAct's ``normalize_rows``)."""
+    the block where its rows share them, else with each row's own (NormAct's ``normalize_rows``).
+    ``EVEN``: every lane is a real column, and rows past the end are never stored, so no lane needs
+    zeroing (a select per element saved)."""
     w_off, w_same = _block_group(first, last, w_inner, w_groups, cols)
     b_off, b_same = _block_group(first, last, b_inner, b_groups, cols)
     if w_same & b_same:
@@ -83,6 +85,8 @@ def _normalize(
             centered, rstd, unused, unused, W, B, row, idx, mask, cols, has_scale, has_bias,
             w_inner, w_groups, b_inner, b_groups, activation, storage,
         )  # fmt: skip
+    if EVEN:
+        return h
     return tl.where(mask, h, 0.0)
 
 
@@ -121,7 +125,7 @@ def norm_act_linear_kernel(
     rows, cols, out_features, stride_x, stride_r,
     eps, norm, activation, out_activation, has_scale, has_bias, has_linear_bias, has_residual, write_sum,
     w_inner, w_groups, b_inner, b_groups, r_inner, r_groups, wl_inner, wl_groups, lb_inner, lb_groups,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr, EVEN: tl.constexpr,
 ):  # fmt: skip
     first = tl.program_id(0).to(tl.int64) * BLOCK_M
     last = tl.minimum(first + BLOCK_M, rows) - 1
@@ -139,10 +143,10 @@ def norm_act_linear_kernel(
         mask = row_ok[:, None] & col_ok[None, :]
         r_off, s_off = r_base[:, None] + offs, s_row + offs
         x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
-        centered, rstd = block_stats(x, mask, cols, norm, eps, False)
+        centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
         h = _normalize(
             centered, rstd, W, B, row, offs, col_ok, mask, cols, first, last, has_scale, has_bias,
-            w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
+            w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty, EVEN,
         )  # fmt: skip
         # One output column at a time: the weight row comes from L1/L2, the product never
         # leaves registers, and a narrow K keeps this loop short.
@@ -220,9 +224,11 @@ _ROW_SHAPES = {
 _LOOP = {4: (4096, 8), 2: (4096, 8)}
 _UNALIGNED_SHAPES = ((1024, 2, 4),)
 
+# Rows of exactly a power-of-two width (the seed's D = 256, most hidden sizes) take the same shapes
+# with no column mask in the statistics and the normalized tile (NormAct's exact tiers).
 NORM_ACT_LINEAR_TIERS: dict[int, tuple[Tier, ...]] = {
     size: (
-        *row_tiers(_ROW_SHAPES[size], loop=_LOOP[size], aligned=True),
+        *row_tiers(_ROW_SHAPES[size], loop=_LOOP[size], aligned=True, exact=_ROW_SHAPES[size]),
         *row_tiers(_UNALIGNED_SHAPES, loop=(2048, 4), aligned=False),
     )
     for size in (4, 2)
@@ -269,7 +275,8 @@ def launch_norm_act_linear(
         int(scale is not None), int(bias is not None), int(linear_bias is not None), int(has_residual),
         int(write_sum),
         *map(int, (*scale_rows, *bias_rows, *residual_rows, *weight_rows, *linear_bias_rows)),
-        BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, LOOPED=tier.looped, num_warps=tier.num_warps,
+        BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, LOOPED=tier.looped, EVEN=tier.exact,
+        num_warps=tier.num_warps,
     )  # fmt: skip
     return config
 
@@ -289,4 +296,5 @@ _AOT_ARGS = (
 AOT_KERNEL = KernelSpec(
     "NormActLinear", norm_act_linear_kernel, _AOT_ARGS,
     ("X", "R", "W", "B", "WL", "S", "cols", "stride_x", "stride_r"), norm_act_linear_tiers,
+    ("BLOCK_M", "BLOCK_N", "LOOPED", "EVEN"),
 )  # fmt: skip
