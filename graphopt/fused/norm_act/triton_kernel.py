@@ -195,12 +195,14 @@ def norm_act_kernel(
 # (block_n, block_m, num_warps[, iters]), measured on an H100 at 256, 1024, 4096 and 8192 (other
 # lengths interpolate): about 16 values per thread (four or two 16-byte vectors), small programs
 # for short rows, whole rows with more warps for long ones; iters > 1 where overlapping a
-# program's next load with its math paid off.
+# program's next load with its math paid off. 16-bit rows that are not a power of two (masked
+# tiers) take one row per program at 512, 1024 and 4096: 7-14% faster than two at 384, 640, 768,
+# 2560 and 3072 on an H100 (bench/results/2026-11-27-h100c/widths_candidates_masked.md).
 _ROW_SHAPES = {
     4: ((128, 4, 1, 2), (256, 2, 1, 2), (512, 4, 4), (1024, 2, 4), (2048, 1, 4),
         (4096, 1, 8), (8192, 1, 16)),
-    2: ((128, 4, 1), (256, 2, 1), (512, 2, 2), (1024, 2, 2), (2048, 1, 4),
-        (4096, 2, 8), (8192, 1, 8)),
+    2: ((128, 4, 1), (256, 2, 1), (512, 1, 1), (1024, 1, 2), (2048, 1, 4),
+        (4096, 1, 4), (8192, 1, 8)),
 }  # fmt: skip
 # Rows of exactly a power-of-two width (the usual case) get tiers of their own, with no column mask,
 # measured on an H100 (bench/results/norm_act_exact_tiers.json).
