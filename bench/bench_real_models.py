@@ -412,6 +412,22 @@ BASELINES = {
 }
 
 
+def compared(record) -> list[tuple[str, str, float, float]]:
+    """(graphopt's row, the original's row of the same runtime, time ratio, noise margin) of a record:
+    the pairs in BASELINES and each torch.compile mode, where both rows ran. The margin is the two
+    rows' noise added together: a ratio within 1 ± margin is no difference."""
+    rows = {r["variant"]: r for r in record.get("rows", [])}
+    pairs = dict(BASELINES)
+    pairs.update({n: n.replace("graphopt → ", "") for n in rows if n.startswith("graphopt → torch.compile")})
+    found = []
+    for mine, theirs in pairs.items():
+        a, b = rows.get(mine), rows.get(theirs)
+        if a and b and a["start_to_finish_us"] and b["start_to_finish_us"]:
+            margin = (a.get("noise") or 0) + (b.get("noise") or 0)
+            found.append((mine, theirs, a["start_to_finish_us"] / b["start_to_finish_us"], margin))
+    return found
+
+
 def verdicts(records) -> list[str]:
     """graphopt against the same runtime without it, per record: slower only where the gap exceeds
     the two rows' noise added together."""
@@ -421,17 +437,7 @@ def verdicts(records) -> list[str]:
         "",
     ]
     for record in records:
-        rows = {r["variant"]: r for r in record.get("rows", [])}
-        pairs = dict(BASELINES)
-        pairs.update(
-            {n: n.replace("graphopt → ", "") for n in rows if n.startswith("graphopt → torch.compile")}
-        )
-        for mine, theirs in pairs.items():
-            a, b = rows.get(mine), rows.get(theirs)
-            if not a or not b or not a["start_to_finish_us"] or not b["start_to_finish_us"]:
-                continue
-            ratio = a["start_to_finish_us"] / b["start_to_finish_us"]
-            margin = (a.get("noise") or 0) + (b.get("noise") or 0)
+        for mine, theirs, ratio, margin in compared(record):
             verdict = "slower" if ratio > 1 + margin else "faster" if ratio < 1 - margin else "same"
             lines.append(
                 f"- {record['model']} {record['dtype']} {record['exporter']}: {mine} / {theirs} = "
@@ -441,7 +447,9 @@ def verdicts(records) -> list[str]:
 
 
 def chart(result, path: Path) -> None:
-    """Speed-up over ONNX Runtime's run of the original, one group of bars per model, dtype and export."""
+    """graphopt's speed-up over the same runtime without it (the original's time over graphopt's), one
+    group of bars per model, dtype and export, one bar per runtime; each bar's whisker is the two
+    rows' noise, so a bar whose whisker crosses 1 is no difference."""
     try:
         import matplotlib
 
@@ -449,18 +457,26 @@ def chart(result, path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    records = [r for r in result["records"] if r.get("rows")]
-    series = list(dict.fromkeys(row["variant"] for r in records for row in r["rows"]))
-    figure, axis = plt.subplots(figsize=(max(8, 1.2 * len(records)), 5))
-    width = 0.8 / max(1, len(series))
+    records = [r for r in result["records"] if compared(r)]
+    if not records:
+        return
+    series = list(dict.fromkeys(theirs for r in records for _, theirs, _, _ in compared(r)))
+    figure, axis = plt.subplots(figsize=(max(9, 1.5 * len(records)), 6))
+    width = 0.8 / len(series)
+    colors = plt.get_cmap("tab20").colors
     for i, name in enumerate(series):
-        heights = []
-        for record in records:
-            base = next((r["start_to_finish_us"] for r in record["rows"] if r["start_to_finish_us"]), None)
-            row = next((r for r in record["rows"] if r["variant"] == name), None)
-            ok = row is not None and row["start_to_finish_us"] and base
-            heights.append(base / row["start_to_finish_us"] if ok else 0)
-        axis.bar([k + i * width for k in range(len(records))], heights, width, label=name)
+        xs, heights, low, high = [], [], [], []
+        for k, record in enumerate(records):
+            pair = next((p for p in compared(record) if p[1] == name), None)
+            if pair is None:
+                continue
+            speed_up = 1 / pair[2]
+            xs.append(k + i * width)
+            heights.append(speed_up)
+            low.append(speed_up - 1 / (pair[2] * (1 + pair[3])))
+            high.append(1 / (pair[2] * max(1 - pair[3], 1e-3)) - speed_up)
+        axis.bar(xs, heights, width, yerr=[low, high], capsize=1.5, label=name, color=colors[i % len(colors)],
+                 error_kw={"linewidth": 0.6})  # fmt: skip
     axis.set_xticks(
         [k + 0.4 - width / 2 for k in range(len(records))],
         [f"{r['model']}\n{r['dtype']} {r['exporter']}" for r in records],
@@ -468,19 +484,28 @@ def chart(result, path: Path) -> None:
     )
     axis.axhline(1.0, color="k", linewidth=0.8)
     axis.set_yscale("log")
-    axis.set_ylabel("speed-up over ORT (original), start-to-finish")
-    axis.set_title(f"real models on {result['device']}, {result['date']}")
-    axis.legend(fontsize=6, ncol=2)
+    axis.set_ylabel("graphopt's speed-up over the same runtime\n(start to finish; whisker: noise)")
+    axis.set_title(
+        f"graphopt against each runtime without it, {result['device']}, {result['date']}", fontsize=9
+    )
+    axis.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def redraw(record_path: Path) -> None:
+    """The markdown and chart of a recorded run again, from its JSON (after a change to either)."""
+    result = json.loads(record_path.read_text())
+    record_path.with_suffix(".md").write_text(markdown(result))
+    chart(result, record_path.with_suffix(".png"))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/real_models"))
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--dtypes", default="fp32,fp16")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
@@ -489,7 +514,13 @@ def main(argv=None) -> int:
     parser.add_argument("--compile-modes", default="default", help="e.g. default,max-autotune")
     parser.add_argument("--rounds", type=int, default=9, help="interleaved timing rounds")
     parser.add_argument("--block", type=int, default=10, help="calls per row in each round")
+    parser.add_argument(
+        "--redraw", type=Path, help="only rewrite the markdown and chart of this recorded JSON"
+    )
     args = parser.parse_args(argv)
+    if args.redraw:
+        redraw(args.redraw)
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     size = TINY if args.tiny else FULL
     compile_modes = () if args.no_compile else tuple(args.compile_modes.split(","))
