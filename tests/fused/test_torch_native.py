@@ -241,31 +241,37 @@ GRAD_CALLS = {
 }
 
 
-@gpu
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("name", list(GRAD_CALLS))
-def test_a_call_that_needs_a_gradient_runs_the_native_ops_in_cpp(native, name, dtype, monkeypatch):
-    """An eager call whose parameters require gradients (an exported program's module() as is) runs
-    the unfused program's native ops from C++: the values and gradients of the Python math path, bit
-    for bit, without entering Python."""
+@pytest.fixture
+def python_math_calls(monkeypatch):
+    """The calls that ran an op's Python math path (torch_direct's), as they happen."""
     from graphopt.fused import torch_direct
 
-    x, w, b, r = _inputs(DTYPES[dtype], 6, 32, 64, offset=20.0)
-    x4 = x.view(6, 64, 4, 8)
-    w, b = w.clone().requires_grad_(), b.clone().requires_grad_()
-    python_calls, real = [], torch_direct.storage_precision
+    calls, real = [], torch_direct.storage_precision
 
     def counted(math, args):
-        python_calls.append(math)
+        calls.append(math)
         return real(math, args)
 
     monkeypatch.setattr(torch_direct, "storage_precision", counted)
+    return calls
+
+
+@gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name", list(GRAD_CALLS))
+def test_a_call_that_needs_a_gradient_runs_the_native_ops_in_cpp(native, name, dtype, python_math_calls):
+    """An eager call whose parameters require gradients (an exported program's module() as is) runs
+    the unfused program's native ops from C++: the values and gradients of the Python math path, bit
+    for bit, without entering Python."""
+    x, w, b, r = _inputs(DTYPES[dtype], 6, 32, 64, offset=20.0)
+    x4 = x.view(6, 64, 4, 8)
+    w, b = w.clone().requires_grad_(), b.clone().requires_grad_()
     args = GRAD_CALLS[name](x, w, b, r, x4)
 
     fast = getattr(ops, name)(*args)
-    assert not python_calls
+    assert not python_math_calls
     python = getattr(torch.ops.graphopt_eager, name)(*args)
-    assert python_calls  # (the counter sees the Python path)
+    assert python_math_calls  # (the counter sees the Python path)
 
     fast, python = (out if isinstance(out, tuple) else (out,) for out in (fast, python))
     for mine, theirs in zip(fast, python, strict=True):
@@ -281,19 +287,15 @@ def test_a_call_that_needs_a_gradient_runs_the_native_ops_in_cpp(native, name, d
 
 
 @gpu
-def test_a_call_needing_a_gradient_that_the_cpp_math_declines_takes_the_python_math(native, monkeypatch):
-    from graphopt.fused import torch_direct
-
+def test_a_call_needing_a_gradient_that_the_cpp_math_declines_takes_the_python_math(
+    native, python_math_calls
+):
     x, _, b, _ = _inputs(torch.float32, 6, 32, 64)
     per_slice = torch.randn(6, 1, 64, device="cuda", requires_grad=True)  # (a scale per slice)
-    python_calls, real = [], torch_direct.storage_precision
-    monkeypatch.setattr(
-        torch_direct, "storage_precision", lambda math, args: python_calls.append(1) or real(math, args)
-    )
 
     y = ops.norm_act(x, per_slice, b, "layer", "relu", 1e-5, -1)
 
-    assert python_calls
+    assert python_math_calls
     expected = torch.relu(torch.nn.functional.layer_norm(x, (64,), None, None, 1e-5) * per_slice + b)
     torch.testing.assert_close(y, expected, rtol=1e-5, atol=1e-5)
     (grad,) = torch.autograd.grad(y.sum(), per_slice)

@@ -39,7 +39,7 @@ Outcome AffineAct(torch::jit::Stack& stack, size_t arguments, void* entry, std::
   at::Tensor y = EmptyLike(x);
   char error[512] = "";
   const int outcome = reinterpret_cast<Entry>(entry)(
-      x.const_data_ptr(), scale ? scale->const_data_ptr() : nullptr, bias ? bias->const_data_ptr() : nullptr,
+      x.const_data_ptr(), DataOrNull(scale), DataOrNull(bias),
       y.mutable_data_ptr(), x.numel() / cols, cols, channels, per_row, activation.toStringRef().c_str(), dtype,
       CurrentStream(x.device()), error, sizeof error);
   return Finish(outcome, error, failure, stack, arguments, {y});

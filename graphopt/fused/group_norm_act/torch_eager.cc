@@ -40,24 +40,35 @@ void* Allocate(void* context, int64_t bytes) {
   }
 }
 
-// Arguments: x, [residual,] weight?, bias?, groups, activation, eps (the torch forms' schemas).
+// A call's arguments, x, [residual,] weight?, bias?, groups, activation, eps (the torch forms'
+// schemas), on a non-empty [N, C, *] x; nullopt for other shapes and group counts that do not divide
+// the channels (the Python kernels name the error).
+struct GroupNormActCall {
+  NormOperands t;
+  int64_t groups;
+  const std::string& activation;
+  double eps;
+  int64_t channels;
+};
+
+std::optional<GroupNormActCall> Read(const torch::jit::Stack& stack, size_t arguments, bool with_residual) {
+  const NormOperands t = ReadNormOperands(stack, arguments, with_residual);
+  const c10::IValue& groups = t.rest[0];
+  if (!groups.isInt() || t.x.dim() < 2 || t.x.numel() == 0) return std::nullopt;
+  const int64_t channels = t.x.size(1), group_count = groups.toInt();
+  if (group_count <= 0 || channels % group_count != 0) return std::nullopt;
+  return GroupNormActCall{t, group_count, t.rest[1].toStringRef(), t.rest[2].toDouble(), channels};
+}
+
 Outcome GroupNormAct(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure,
                      bool with_residual) {
-  auto args = torch::jit::last(stack, arguments);
-  size_t i = 0;
-  const at::Tensor& x = args[i++].toTensor();
-  const at::Tensor* residual = with_residual ? &args[i++].toTensor() : nullptr;
-  const at::Tensor* scale = OptionalTensor(args[i++]);
-  const at::Tensor* bias = OptionalTensor(args[i++]);
-  const c10::IValue& groups = args[i++];
-  const c10::IValue& activation = args[i++];
-  const double eps = args[i++].toDouble();
+  const std::optional<GroupNormActCall> call = Read(stack, arguments, with_residual);
+  if (!call) return Outcome::kDeclined;
+  const auto& [x, residual, scale, bias, rest] = call->t;
   const int32_t dtype = DTypeCode(x.scalar_type());
-  if (dtype < 0 || !groups.isInt() || x.dim() < 2 || x.numel() == 0 || !x.is_contiguous()) return Outcome::kDeclined;
-  const int64_t channels = x.size(1), group_count = groups.toInt();
-  if (group_count <= 0 || channels % group_count != 0) return Outcome::kDeclined;  // (Python names the error)
-  if (!SameKindElements(scale, x, channels) || !SameKindElements(bias, x, channels) ||
-      !SameKind(residual, x, x.sizes())) {
+  const int64_t channels = call->channels;
+  if (dtype < 0 || !x.is_contiguous() || !SameKindElements(scale, x, channels) ||
+      !SameKindElements(bias, x, channels) || !SameKind(residual, x, x.sizes())) {
     return Outcome::kDeclined;
   }
   const c10::DeviceGuard on_device(x.device());
@@ -66,38 +77,27 @@ Outcome GroupNormAct(torch::jit::Stack& stack, size_t arguments, void* entry, st
   Scratch scratch{x.device(), {}, nullptr};
   char error[512] = "";
   const int outcome = reinterpret_cast<Entry>(entry)(
-      x.const_data_ptr(), residual ? residual->const_data_ptr() : nullptr, scale ? scale->const_data_ptr() : nullptr,
-      bias ? bias->const_data_ptr() : nullptr, y.mutable_data_ptr(), residual ? sum.mutable_data_ptr() : nullptr,
-      x.size(0), channels, x.numel() / (x.size(0) * channels), group_count, static_cast<float>(eps),
-      activation.toStringRef().c_str(), dtype, &Allocate, &scratch, CurrentStream(x.device()), error, sizeof error);
+      x.const_data_ptr(), DataOrNull(residual), DataOrNull(scale), DataOrNull(bias), y.mutable_data_ptr(),
+      residual ? sum.mutable_data_ptr() : nullptr, x.size(0), channels, x.numel() / (x.size(0) * channels),
+      call->groups, static_cast<float>(call->eps), call->activation.c_str(), dtype, &Allocate, &scratch,
+      CurrentStream(x.device()), error, sizeof error);
   if (scratch.failure) std::rethrow_exception(scratch.failure);
   return Finish(outcome, error, failure, stack, arguments, {y, sum});
 }
 
-// The same arguments, as the native ops (group_norm_act/torch_math.py's group_norm_act, after
+// The same call, as the native ops (group_norm_act/torch_math.py's group_norm_act, after
 // residual_sum for the residual form).
 bool GroupNormActMath(torch::jit::Stack& stack, size_t arguments, bool with_residual) {
-  auto args = torch::jit::last(stack, arguments);
-  size_t i = 0;
-  const at::Tensor& x = args[i++].toTensor();
-  const at::Tensor* residual = with_residual ? &args[i++].toTensor() : nullptr;
-  const at::Tensor* scale = OptionalTensor(args[i++]);
-  const at::Tensor* bias = OptionalTensor(args[i++]);
-  const c10::IValue& groups = args[i++];
-  const std::string& activation = args[i++].toStringRef();
-  const double eps = args[i++].toDouble();
-  if (!groups.isInt() || x.dim() < 2 || x.numel() == 0 || !x.is_floating_point() || !KnownActivation(activation)) {
-    return false;
-  }
-  const int64_t channels = x.size(1), group_count = groups.toInt();
-  if (group_count <= 0 || channels % group_count != 0) return false;  // (Python names the error)
-  if (!SameType(scale, x, {channels}) || !SameType(bias, x, {channels}) || !SameType(residual, x, x.sizes())) {
+  const std::optional<GroupNormActCall> call = Read(stack, arguments, with_residual);
+  if (!call) return false;
+  const auto& [x, residual, scale, bias, rest] = call->t;
+  if (!x.is_floating_point() || !KnownActivation(call->activation) || !SameType(scale, x, {call->channels}) ||
+      !SameType(bias, x, {call->channels}) || !SameType(residual, x, x.sizes())) {
     return false;
   }
   const at::Tensor s = residual ? at::add(x, *residual).contiguous() : x;
-  const at::Tensor z = at::group_norm(s, group_count, scale ? std::optional<at::Tensor>(*scale) : std::nullopt,
-                                      bias ? std::optional<at::Tensor>(*bias) : std::nullopt, eps);
-  Return(stack, arguments, {Activate(activation, z).contiguous(), residual ? s : at::Tensor()});
+  const at::Tensor z = at::group_norm(s, call->groups, AsOptional(scale), AsOptional(bias), call->eps);
+  Return(stack, arguments, {Activate(call->activation, z).contiguous(), residual ? s : at::Tensor()});
   return true;
 }
 

@@ -19,69 +19,71 @@ using Entry = int (*)(const void* x, const void* residual, const void* scale, co
                       void* residual_sum, int64_t rows, int64_t cols, float epsilon, const char* norm,
                       const char* activation, int32_t dtype, void* stream, char* error, size_t error_size);
 
-// Arguments: x, [residual,] weight?, bias?, norm, activation, eps, axis (the torch forms' schemas).
+// A call's arguments, x, [residual,] weight?, bias?, norm, activation, eps, axis (the torch forms'
+// schemas), with the dims it normalizes; nullopt where the axis is not an int in range (the Python
+// kernels name the error).
+struct NormActCall {
+  NormOperands t;
+  const std::string& norm;
+  const std::string& activation;
+  double eps;
+  c10::IntArrayRef normalized;
+};
+
+std::optional<NormActCall> Read(const torch::jit::Stack& stack, size_t arguments, bool with_residual) {
+  const NormOperands t = ReadNormOperands(stack, arguments, with_residual);
+  const c10::IValue& axis = t.rest[3];
+  const int64_t rank = t.x.dim();
+  if (!axis.isInt() || rank == 0) return std::nullopt;
+  const int64_t dim = axis.toInt() < 0 ? axis.toInt() + rank : axis.toInt();
+  if (dim < 0 || dim >= rank) return std::nullopt;
+  return NormActCall{t, t.rest[0].toStringRef(), t.rest[1].toStringRef(), t.rest[2].toDouble(), t.x.sizes().slice(dim)};
+}
+
 Outcome NormAct(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure, bool with_residual) {
-  auto args = torch::jit::last(stack, arguments);
-  size_t i = 0;
-  const at::Tensor& x = args[i++].toTensor();
-  const at::Tensor* residual = with_residual ? &args[i++].toTensor() : nullptr;
-  const at::Tensor* scale = OptionalTensor(args[i++]);
-  const at::Tensor* bias = OptionalTensor(args[i++]);
-  const c10::IValue& norm = args[i++];
-  const c10::IValue& activation = args[i++];
-  const double eps = args[i++].toDouble();
-  const c10::IValue& axis = args[i++];
+  const std::optional<NormActCall> call = Read(stack, arguments, with_residual);
+  if (!call) return Outcome::kDeclined;
+  const auto& [x, residual, scale, bias, rest] = call->t;
   const int32_t dtype = DTypeCode(x.scalar_type());
-  if (dtype < 0 || !axis.isInt() || x.dim() == 0 || x.numel() == 0 || !x.is_contiguous()) return Outcome::kDeclined;
-  const int64_t rank = x.dim(), dim = axis.toInt() < 0 ? axis.toInt() + rank : axis.toInt();
-  if (dim < 0 || dim >= rank) return Outcome::kDeclined;
-  const c10::IntArrayRef normalized = x.sizes().slice(dim);
-  if (!SameKind(scale, x, normalized) || !SameKind(bias, x, normalized) || !SameKind(residual, x, x.sizes())) {
+  if (dtype < 0 || x.numel() == 0 || !x.is_contiguous()) return Outcome::kDeclined;
+  if (!SameKind(scale, x, call->normalized) || !SameKind(bias, x, call->normalized) ||
+      !SameKind(residual, x, x.sizes())) {
     return Outcome::kDeclined;
   }
-  const int64_t cols = c10::multiply_integers(normalized);
+  const int64_t cols = c10::multiply_integers(call->normalized);
   const c10::DeviceGuard on_device(x.device());
   at::Tensor y = EmptyLike(x);
   at::Tensor sum = residual ? EmptyLike(x) : at::Tensor();
   char error[512] = "";
   const int outcome = reinterpret_cast<Entry>(entry)(
-      x.const_data_ptr(), residual ? residual->const_data_ptr() : nullptr, scale ? scale->const_data_ptr() : nullptr,
-      bias ? bias->const_data_ptr() : nullptr, y.mutable_data_ptr(), residual ? sum.mutable_data_ptr() : nullptr,
-      x.numel() / cols, cols, static_cast<float>(eps), norm.toStringRef().c_str(), activation.toStringRef().c_str(),
-      dtype, CurrentStream(x.device()), error, sizeof error);
+      x.const_data_ptr(), DataOrNull(residual), DataOrNull(scale), DataOrNull(bias), y.mutable_data_ptr(),
+      residual ? sum.mutable_data_ptr() : nullptr, x.numel() / cols, cols, static_cast<float>(call->eps),
+      call->norm.c_str(), call->activation.c_str(), dtype, CurrentStream(x.device()), error, sizeof error);
   return Finish(outcome, error, failure, stack, arguments, {y, sum});
 }
 
-// The same arguments, as the native ops (norm_act/torch_math.py's norm_act, residual_sum).
+// The same call, as the native ops (norm_act/torch_math.py's norm_act, residual_sum).
 bool NormActMath(torch::jit::Stack& stack, size_t arguments, bool with_residual) {
-  auto args = torch::jit::last(stack, arguments);
-  size_t i = 0;
-  const at::Tensor& x = args[i++].toTensor();
-  const at::Tensor* residual = with_residual ? &args[i++].toTensor() : nullptr;
-  const at::Tensor* scale = OptionalTensor(args[i++]);
-  const at::Tensor* bias = OptionalTensor(args[i++]);
-  const std::string& norm = args[i++].toStringRef();
-  const std::string& activation = args[i++].toStringRef();
-  const double eps = args[i++].toDouble();
-  const c10::IValue& axis = args[i++];
-  if (!axis.isInt() || x.dim() == 0 || !x.is_floating_point() || !KnownActivation(activation)) return false;
-  if (norm != "layer" && norm != "rms") return false;
-  const int64_t rank = x.dim(), dim = axis.toInt() < 0 ? axis.toInt() + rank : axis.toInt();
-  if (dim < 0 || dim >= rank) return false;
-  const c10::IntArrayRef normalized = x.sizes().slice(dim);
-  if (!SameType(scale, x, normalized) || !SameType(bias, x, normalized) || !SameType(residual, x, x.sizes())) {
+  const std::optional<NormActCall> call = Read(stack, arguments, with_residual);
+  if (!call) return false;
+  const auto& [x, residual, scale, bias, rest] = call->t;
+  const std::string& norm = call->norm;
+  if (!x.is_floating_point() || !KnownActivation(call->activation) || (norm != "layer" && norm != "rms")) {
+    return false;
+  }
+  if (!SameType(scale, x, call->normalized) || !SameType(bias, x, call->normalized) ||
+      !SameType(residual, x, x.sizes())) {
     return false;
   }
   const at::Tensor s = residual ? at::add(x, *residual) : x;
-  const std::optional<at::Tensor> weight = scale ? std::optional<at::Tensor>(*scale) : std::nullopt;
   at::Tensor z;
   if (norm == "layer") {
-    z = at::layer_norm(s, normalized, weight, bias ? std::optional<at::Tensor>(*bias) : std::nullopt, eps);
+    z = at::layer_norm(s, call->normalized, AsOptional(scale), AsOptional(bias), call->eps);
   } else {
-    z = at::rms_norm(s, normalized, weight, eps);
+    z = at::rms_norm(s, call->normalized, AsOptional(scale), call->eps);
     if (bias) z = at::add(z, *bias);
   }
-  Return(stack, arguments, {Activate(activation, z).contiguous(), residual ? s : at::Tensor()});
+  Return(stack, arguments, {Activate(call->activation, z).contiguous(), residual ? s : at::Tensor()});
   return true;
 }
 

@@ -22,18 +22,13 @@ using Entry = int (*)(const void* x, const void* residual, const void* scale, co
 // out_activation (the torch forms' schemas).
 Outcome NormActLinear(torch::jit::Stack& stack, size_t arguments, void* entry, std::string* failure,
                       bool with_residual) {
-  auto args = torch::jit::last(stack, arguments);
-  size_t i = 0;
-  const at::Tensor& x = args[i++].toTensor();
-  const at::Tensor* residual = with_residual ? &args[i++].toTensor() : nullptr;
-  const at::Tensor* scale = OptionalTensor(args[i++]);
-  const at::Tensor* bias = OptionalTensor(args[i++]);
-  const at::Tensor& weight = args[i++].toTensor();
-  const at::Tensor* linear_bias = OptionalTensor(args[i++]);
-  const c10::IValue& norm = args[i++];
-  const c10::IValue& activation = args[i++];
-  const double eps = args[i++].toDouble();
-  const c10::IValue& out_activation = args[i++];
+  const auto [x, residual, scale, bias, rest] = ReadNormOperands(stack, arguments, with_residual);
+  const at::Tensor& weight = rest[0].toTensor();
+  const at::Tensor* linear_bias = OptionalTensor(rest[1]);
+  const c10::IValue& norm = rest[2];
+  const c10::IValue& activation = rest[3];
+  const double eps = rest[4].toDouble();
+  const c10::IValue& out_activation = rest[5];
   const int32_t dtype = DTypeCode(x.scalar_type());
   if (dtype < 0 || x.dim() == 0 || x.numel() == 0 || !x.is_contiguous() || weight.dim() != 2) {
     return Outcome::kDeclined;
@@ -50,9 +45,8 @@ Outcome NormActLinear(torch::jit::Stack& stack, size_t arguments, void* entry, s
   at::Tensor sum = residual ? EmptyLike(x) : at::Tensor();
   char error[512] = "";
   const int outcome = reinterpret_cast<Entry>(entry)(
-      x.const_data_ptr(), residual ? residual->const_data_ptr() : nullptr, scale ? scale->const_data_ptr() : nullptr,
-      bias ? bias->const_data_ptr() : nullptr, weight.const_data_ptr(),
-      linear_bias ? linear_bias->const_data_ptr() : nullptr, y.mutable_data_ptr(),
+      x.const_data_ptr(), DataOrNull(residual), DataOrNull(scale), DataOrNull(bias), weight.const_data_ptr(),
+      DataOrNull(linear_bias), y.mutable_data_ptr(),
       residual ? sum.mutable_data_ptr() : nullptr, x.numel() / cols, cols, out_features, static_cast<float>(eps),
       norm.toStringRef().c_str(), activation.toStringRef().c_str(), out_activation.toStringRef().c_str(), dtype,
       CurrentStream(x.device()), error, sizeof error);

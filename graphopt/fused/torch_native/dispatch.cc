@@ -164,6 +164,15 @@ int32_t DTypeCode(c10::ScalarType type) {
 
 const at::Tensor* OptionalTensor(const c10::IValue& value) { return value.isTensor() ? &value.toTensor() : nullptr; }
 
+std::optional<at::Tensor> AsOptional(const at::Tensor* t) { return t ? std::optional<at::Tensor>(*t) : std::nullopt; }
+
+NormOperands ReadNormOperands(const torch::jit::Stack& stack, size_t arguments, bool with_residual) {
+  const auto args = torch::jit::last(stack, arguments);
+  const size_t tensors = with_residual ? 4 : 3;
+  return {args[0].toTensor(), with_residual ? &args[1].toTensor() : nullptr, OptionalTensor(args[tensors - 2]),
+          OptionalTensor(args[tensors - 1]), args.slice(tensors)};
+}
+
 bool SameKind(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shape) {
   return t == nullptr || (t->scalar_type() == like.scalar_type() && t->device() == like.device() &&
                           t->sizes().equals(shape) && t->is_contiguous());

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 namespace graphopt::torch_native {
@@ -57,6 +58,21 @@ bool GradForm(torch::jit::Stack& stack, size_t arguments) {
 int32_t DTypeCode(c10::ScalarType type);
 // The tensor of an optional argument, or nullptr for None.
 const at::Tensor* OptionalTensor(const c10::IValue& value);
+// The same as the native ops take it.
+std::optional<at::Tensor> AsOptional(const at::Tensor* t);
+// The data of an optional tensor, or nullptr.
+inline const void* DataOrNull(const at::Tensor* t) { return t ? t->const_data_ptr() : nullptr; }
+
+// The leading tensors of a norm's torch forms, x, [residual,] weight?, bias?, and the arguments after
+// them (the last `arguments` values of the stack).
+struct NormOperands {
+  const at::Tensor& x;
+  const at::Tensor* residual;
+  const at::Tensor* scale;
+  const at::Tensor* bias;
+  c10::ArrayRef<c10::IValue> rest;
+};
+NormOperands ReadNormOperands(const torch::jit::Stack& stack, size_t arguments, bool with_residual);
 // A contiguous tensor of `like`'s dtype and device with shape `shape` (nullptr passes).
 bool SameKind(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shape);
 // The same with `numel` elements, whatever its shape.
