@@ -118,7 +118,10 @@ def bench_case(name, x_shape, param, weight_shape, lb_shape, residual_shape, wri
         "case": name, "dtype": dtype_name, "x": list(x_shape), "scale_bias": list(param),
         "weight": list(weight_shape), "linear_bias": list(lb_shape),
         "residual": None if residual_shape is None else list(residual_shape), "sum_written": write_sum,
-        "bytes": nbytes, "tier": norm_act_linear_config(rows, d, dtype_name).tier.name,
+        "bytes": nbytes,
+        "tier": norm_act_linear_config(
+            rows, d, dtype_name, shared=len(param) == 1 and len(weight_shape) == 2 and len(lb_shape) == 1
+        ).tier.name,
         "fused_us": round(fused_t.gpu_us, 2), "copy_us": round(copy_t.gpu_us, 2),
         "ratio_vs_copy": round(fused_t.gpu_us / copy_t.gpu_us, 3), "checks": checks,
     }  # fmt: skip

@@ -64,8 +64,9 @@ class Case:
     def launch_tier(self) -> Tier:
         """The launch tier graphopt's rule picks (the C++ launcher of the ORT library applies the
         same rule to the same table, so both runtimes run this variant for aligned buffers)."""
-        config = norm_act_linear_config if self.linear else norm_act_config
-        return config(self.rows, self.D, self.dtype).tier
+        if self.linear:  # (the cases' operands are shared by all rows)
+            return norm_act_linear_config(self.rows, self.D, self.dtype, shared=True).tier
+        return norm_act_config(self.rows, self.D, self.dtype).tier
 
 
 class Data:

@@ -42,11 +42,14 @@ class KernelSpec:
             "LOOPED": tier.looped,
             "EVEN": tier.exact,
             "BLOCK_C": tier.max_chunks,
+            "SHARED": tier.shared,
         }
         if tier.iters != 1 and "ITERS" not in self.constexprs:
             raise ValueError(f"{self.op} does not take several row blocks per program")
         if tier.exact and "EVEN" not in self.constexprs:
             raise ValueError(f"{self.op} has no exact-width variant")
+        if tier.shared and "SHARED" not in self.constexprs:
+            raise ValueError(f"{self.op} has no shared-operand variant")
         return {name: values[name] for name in self.constexprs}
 
     def attrs(self, aligned: bool) -> dict:

@@ -14,6 +14,7 @@ This module imports neither torch nor a GPU driver: the AOT build runs without e
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -43,6 +44,10 @@ class Tier:
     min_cols: int = 1  # shortest row length this tier serves
     max_rows: int = 2**62  # most rows this tier serves
     max_chunks: int = 1  # most chunks a row is cut into, one program each (split kernels)
+    # Serves only launches whose operands every row shares (all group counts 1): the variant takes
+    # them as constants, so the per-row branches that Triton's JIT folds away at such calls are not
+    # compiled into the ahead-of-time kernel either.
+    shared: bool = False
 
     @property
     def name(self) -> str:
@@ -54,14 +59,16 @@ class Tier:
         )
         return (
             f"m{self.block_m}_n{self.block_n}_w{self.num_warps}{iters}{split}_{kind}{bounds}_"
-            f"{'a' if self.aligned else 'u'}"
+            f"{'a' if self.aligned else 'u'}{'_s' if self.shared else ''}"
         )
 
-    def admits(self, rows: int, cols: int, aligned: bool) -> bool:
-        """Whether a launch of ``rows`` rows of ``cols`` elements may take this tier (the rule the
-        C++ launcher's ``Select`` applies to the same fields)."""
+    def admits(self, rows: int, cols: int, aligned: bool, shared: bool = False) -> bool:
+        """Whether a launch of ``rows`` rows of ``cols`` elements (``shared``: operands every row
+        shares) may take this tier (the rule the C++ launcher's ``Select`` applies to the same fields)."""
         fits = cols == self.max_cols if self.exact else self.min_cols <= cols <= self.max_cols
-        return fits and rows <= self.max_rows and (aligned or not self.aligned)
+        return (
+            fits and rows <= self.max_rows and (aligned or not self.aligned) and (shared or not self.shared)
+        )
 
     @property
     def rows_per_program(self) -> int:
@@ -91,22 +98,26 @@ def is_aligned(cols: int, row_strides: tuple[int, ...], addresses: tuple[int, ..
     )
 
 
-def find_tier(tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0) -> Tier | None:
+def find_tier(
+    tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0, shared: bool = False
+) -> Tier | None:
     """The first of ``tiers`` that admits the launch, or None."""
-    return next((tier for tier in tiers if tier.admits(rows, cols, aligned)), None)
+    return next((tier for tier in tiers if tier.admits(rows, cols, aligned, shared)), None)
 
 
-def pick_tier(tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0) -> Tier:
-    tier = find_tier(tiers, cols, aligned, rows)
+def pick_tier(tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0, shared: bool = False) -> Tier:
+    tier = find_tier(tiers, cols, aligned, rows, shared)
     if tier is None:
         raise ValueError(f"no launch tier for {rows} rows of {cols} elements (aligned={aligned})")
     return tier
 
 
-def configure(tiers: tuple[Tier, ...], rows: int, cols: int, aligned: bool) -> LaunchConfig:
+def configure(
+    tiers: tuple[Tier, ...], rows: int, cols: int, aligned: bool, shared: bool = False
+) -> LaunchConfig:
     if rows < 0 or cols <= 0:
         raise ValueError(f"bad shape: rows={rows}, cols={cols}")
-    tier = pick_tier(tiers, cols, aligned, rows)
+    tier = pick_tier(tiers, cols, aligned, rows, shared)
     return LaunchConfig(tier, (cdiv(rows, tier.rows_per_program), 1, 1))
 
 
@@ -115,9 +126,11 @@ def row_tiers(
     loop: tuple[int, int],
     aligned: bool,
     exact: tuple[tuple[int, ...], ...] = (),
+    shared: bool = False,
 ) -> tuple[Tier, ...]:
     """Single-block tiers from (block_n, block_m, num_warps[, iters]), each preceded by the exact
-    tier of its block_n in ``exact`` (same form) if there is one, then a looped tier for longer rows."""
+    tier of its block_n in ``exact`` (same form) if there is one, then a looped tier for longer rows;
+    with ``shared``, every tier preceded by its copy for launches whose operands all rows share."""
 
     def tier(shape: tuple[int, ...], is_exact: bool) -> Tier:
         n, m, w, *rest = shape
@@ -132,7 +145,10 @@ def row_tiers(
     if exact_by_n:
         raise ValueError(f"exact tiers without a general tier of the same width: {sorted(exact_by_n)}")
     chunk, warps = loop
-    return (*single, Tier(2**62, 1, chunk, warps, looped=True, aligned=aligned))
+    tiers = (*single, Tier(2**62, 1, chunk, warps, looped=True, aligned=aligned))
+    if shared:
+        tiers = tuple(t for tier in tiers for t in (dataclasses.replace(tier, shared=True), tier))
+    return tiers
 
 
 def unwritten_output(written, wrap):

@@ -38,20 +38,30 @@ def test_table_holds_every_tier_in_rule_order():
 
 @pytest.mark.parametrize("cols", [1, 16, 100, 128, 256, 1000, 1024, 4096, 8192, 8208, 100000])
 @pytest.mark.parametrize("aligned", [True, False])
-def test_table_lookup_agrees_with_the_config_rule(cols, aligned):
+@pytest.mark.parametrize("shared", [True, False])
+def test_table_lookup_agrees_with_the_config_rule(cols, aligned, shared):
     """What C++ does with the table (first variant of the op and dtype whose max_cols admits the row,
-    an exact one's equals it, and whose alignment assumption holds) picks the tier the Python
-    config chose."""
+    an exact one's equals it, whose alignment assumption holds, and that is a shared-operand variant
+    only where the operands are shared) picks the tier the Python config chose."""
     aligned = aligned and cols % 16 == 0
-    for op, config in (("NormAct", norm_act_config), ("NormActLinear", norm_act_linear_config)):
+    configs = (
+        ("NormAct", lambda cols, dtype, aligned: norm_act_config(8, cols, dtype, aligned)),
+        (
+            "NormActLinear",
+            lambda cols, dtype, aligned: norm_act_linear_config(8, cols, dtype, aligned, shared),
+        ),
+    )
+    for op, config in configs:
         for dtype in DTYPES:
             chosen = next(
                 v.tier for v in all_variants()
                 if v.op == op and v.dtype == dtype and cols <= v.tier.max_cols
                 and (cols == v.tier.max_cols or not v.tier.exact)
-                and (aligned or not v.tier.aligned)
+                and (aligned or not v.tier.aligned) and (shared or not v.tier.shared)
             )  # fmt: skip
-            assert chosen == config(8, cols, dtype, aligned).tier
+            assert chosen == config(cols, dtype, aligned).tier
+            # (shared operands on aligned rows take NormActLinear's shared-operand variants)
+            assert chosen.shared == (op == "NormActLinear" and shared and aligned)
 
 
 def test_render_writes_images_and_table():

@@ -69,12 +69,12 @@ def test_half_precision(dtype, norm):
 @pytest.mark.parametrize(
     ("rows", "cols", "k", "expect"),
     [
-        (1, 128, 1, "exact_a"),  # a power-of-two width: no column mask
-        (9, 128, 5, "exact_a"),  # rows not a multiple of rows-per-program
-        (5, 160, 3, "row_a"),
+        (1, 128, 1, "exact_a_s"),  # a power-of-two width: no column mask; shared operands
+        (9, 128, 5, "exact_a_s"),  # rows not a multiple of rows-per-program
+        (5, 160, 3, "row_a_s"),
         (3, 100, 2, "row_u"),
-        (2, 8208, 3, "loop_a"),
-        (2, 8208, 17, "loop_a"),  # more outputs than one accumulated block (16)
+        (2, 8208, 3, "loop_a_s"),
+        (2, 8208, 17, "loop_a_s"),  # more outputs than one accumulated block (16)
         (2, 1500, 2, "loop_u"),
     ],
 )
@@ -85,7 +85,7 @@ def test_shapes_and_paths(rows, cols, k, expect):
 
 @pytest.mark.parametrize(
     ("rows", "cols", "expect"),
-    [(5, 256, "exact_a"), (5, 240, "row_a"), (3, 100, "row_u"), (2, 8208, "loop_a")],
+    [(5, 256, "exact_a_s"), (5, 240, "row_a_s"), (3, 100, "row_u"), (2, 8208, "loop_a_s")],
 )
 def test_large_common_offset_keeps_full_precision(rows, cols, expect):
     # Rows 1000 + 0.1 * noise and scales up to about 200 (see tests/kernels/test_norm_act.py).

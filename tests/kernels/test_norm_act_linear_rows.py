@@ -95,7 +95,9 @@ def run(case: Case, *, norm=Norm.LAYER, act=Activation.GELU, out_act=Activation.
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm", list(Norm))
-@pytest.mark.parametrize(("x", "expect"), [((7, 64), "row_a"), ((5, 100), "row_u"), ((3, 8208), "loop_a")])
+@pytest.mark.parametrize(
+    ("x", "expect"), [((7, 64), "row_a_s"), ((5, 100), "row_u"), ((3, 8208), "loop_a_s")]
+)
 def test_residual_and_its_sum(dtype, norm, x, expect):
     bias = (x[-1],) if norm is Norm.LAYER else None
     case = Case(x, 4, scale=(x[-1],), bias=bias, residual=x, linear_bias=(4,), dtype=dtype)

@@ -70,7 +70,7 @@ def test_norm_act_with_one_element_far_from_the_rest(rows, cols, expect, where):
 
 @pytest.mark.parametrize(
     ("rows", "cols", "expect"),
-    [(3, 1000, "row_u"), (2, 1008, "row_a"), (2, 1024, "exact_a"), (2, 8208, "loop_a")],
+    [(3, 1000, "row_u"), (2, 1008, "row_a_s"), (2, 1024, "exact_a_s"), (2, 8208, "loop_a_s")],
 )
 def test_norm_act_linear_with_the_first_element_far_from_the_rest(rows, cols, expect):
     gen = generator("far linear", rows, cols)

@@ -126,7 +126,13 @@ def norm_act_linear_kernel(
     eps, norm, activation, out_activation, has_scale, has_bias, has_linear_bias, has_residual, write_sum,
     w_inner, w_groups, b_inner, b_groups, r_inner, r_groups, wl_inner, wl_groups, lb_inner, lb_groups,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr, EVEN: tl.constexpr,
+    SHARED: tl.constexpr,
 ):  # fmt: skip
+    if SHARED:
+        # Every row reads the same scale, bias, weight and linear bias (the launcher chose this
+        # variant for group counts of 1): constants, so no per-row branch is compiled in.
+        w_inner, w_groups, b_inner, b_groups = 1, 1, 1, 1
+        wl_inner, wl_groups, lb_inner, lb_groups = 1, 1, 1, 1
     first = tl.program_id(0).to(tl.int64) * BLOCK_M
     last = tl.minimum(first + BLOCK_M, rows) - 1
     row = first + tl.arange(0, BLOCK_M)
@@ -228,7 +234,7 @@ _UNALIGNED_SHAPES = ((1024, 2, 4),)
 # with no column mask in the statistics and the normalized tile (NormAct's exact tiers).
 NORM_ACT_LINEAR_TIERS: dict[int, tuple[Tier, ...]] = {
     size: (
-        *row_tiers(_ROW_SHAPES[size], loop=_LOOP[size], aligned=True, exact=_ROW_SHAPES[size]),
+        *row_tiers(_ROW_SHAPES[size], loop=_LOOP[size], aligned=True, exact=_ROW_SHAPES[size], shared=True),
         *row_tiers(_UNALIGNED_SHAPES, loop=(2048, 4), aligned=False),
     )
     for size in (4, 2)
@@ -239,9 +245,12 @@ def norm_act_linear_tiers(dtype: str) -> tuple[Tier, ...]:
     return NORM_ACT_LINEAR_TIERS[ELEMENT_BYTES[dtype]]
 
 
-def norm_act_linear_config(rows: int, cols: int, dtype: str, aligned: bool = True) -> LaunchConfig:
-    """The launch of NormActLinear on ``rows`` rows of ``cols`` (= D) elements of ``dtype``."""
-    return configure(norm_act_linear_tiers(dtype), rows, cols, aligned)
+def norm_act_linear_config(
+    rows: int, cols: int, dtype: str, aligned: bool = True, shared: bool = False
+) -> LaunchConfig:
+    """The launch of NormActLinear on ``rows`` rows of ``cols`` (= D) elements of ``dtype``; ``shared``:
+    scale, bias, weight and linear bias are each one for all rows."""
+    return configure(norm_act_linear_tiers(dtype), rows, cols, aligned, shared)
 
 
 def launch_norm_act_linear(
@@ -261,7 +270,8 @@ def launch_norm_act_linear(
     has_residual = residual2d is not None
     strides = (x2d.stride(0), residual2d.stride(0) if has_residual else 0)
     aligned = is_aligned(cols, strides)
-    config = norm_act_linear_config(rows, cols, dtype_name(x2d), aligned)
+    shared = all(tuple(r) == (1, 1) for r in (scale_rows, bias_rows, weight_rows, linear_bias_rows))
+    config = norm_act_linear_config(rows, cols, dtype_name(x2d), aligned, shared)
     write_sum = has_residual and residual_sum is not None
     if rows == 0 or (out_features == 0 and not write_sum):
         return config
@@ -276,7 +286,7 @@ def launch_norm_act_linear(
         int(write_sum),
         *map(int, (*scale_rows, *bias_rows, *residual_rows, *weight_rows, *linear_bias_rows)),
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, LOOPED=tier.looped, EVEN=tier.exact,
-        num_warps=tier.num_warps,
+        SHARED=tier.shared, num_warps=tier.num_warps,
     )  # fmt: skip
     return config
 
@@ -296,5 +306,5 @@ _AOT_ARGS = (
 AOT_KERNEL = KernelSpec(
     "NormActLinear", norm_act_linear_kernel, _AOT_ARGS,
     ("X", "R", "W", "B", "WL", "S", "cols", "stride_x", "stride_r"), norm_act_linear_tiers,
-    ("BLOCK_M", "BLOCK_N", "LOOPED", "EVEN"),
+    ("BLOCK_M", "BLOCK_N", "LOOPED", "EVEN", "SHARED"),
 )  # fmt: skip

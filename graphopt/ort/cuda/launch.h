@@ -22,12 +22,14 @@ inline constexpr const char* kPrefix = "graphopt CUDA kernels: ";
 
 const char* DTypeName(DType dtype);
 bool IsAligned(const KernelTable& table, int64_t cols, std::initializer_list<const void*> pointers);
-// The first variant of `op`'s kernel `part` for `dtype` that admits `rows` rows of `cols` elements.
+// The first variant of `op`'s kernel `part` for `dtype` that admits `rows` rows of `cols` elements
+// (`shared`: operands every row shares, which a shared-operand variant requires).
 const KernelVariant* Select(const KernelTable& table, KernelOp op, const char* part, DType dtype, int64_t rows,
-                            int64_t cols, bool aligned);
+                            int64_t cols, bool aligned, bool shared = false);
 // An op's only (or main) kernel, whatever the row count.
-inline const KernelVariant* Select(const KernelTable& table, KernelOp op, DType dtype, int64_t cols, bool aligned) {
-  return Select(table, op, "", dtype, 0, cols, aligned);
+inline const KernelVariant* Select(const KernelTable& table, KernelOp op, DType dtype, int64_t cols, bool aligned,
+                                   bool shared = false) {
+  return Select(table, op, "", dtype, 0, cols, aligned, shared);
 }
 bool ValidActivation(Activation a);
 bool ValidNorm(Norm n);
