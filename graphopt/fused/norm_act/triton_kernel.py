@@ -56,11 +56,20 @@ def load_sum(X, R, S, x_off, r_off, s_off, mask, has_residual, write_sum):
 
 
 @triton.jit
+def operand_row(row, inner, groups):
+    """``(row // inner) % groups``, the operand row read by X's row ``row`` (graphopt.fused.broadcast_rows),
+    divided in int32 and returned as int64 for offsets: row counts are int32 arguments, so every row
+    index fits, and the GPU has no int64 division (each is tens of emulated instructions per thread,
+    as many as a 16-bit row's own arithmetic at D = 256)."""
+    return ((row.to(tl.int32) // inner) % groups).to(tl.int64)
+
+
+@triton.jit
 def operand_rows(row, inner, groups, rows):
     """The operand's row read by each of X's rows (graphopt.fused.broadcast_rows): X's own row when
     the operand has X's shape (a uniform branch: that case does no division)."""
     if inner != 1 or groups != rows:
-        row = (row // inner) % groups
+        row = operand_row(row, inner, groups)
     return row
 
 
@@ -75,8 +84,8 @@ def normalize_rows(
     if w_groups == 1 and b_groups == 1:
         y = normalize_activate(centered, rstd, scale, bias, activation, storage)
     else:
-        w_row = ((row // w_inner) % w_groups) * cols
-        b_row = ((row // b_inner) % b_groups) * cols
+        w_row = operand_row(row, w_inner, w_groups) * cols
+        b_row = operand_row(row, b_inner, b_groups) * cols
         w = widen(tl.load(W + w_row[:, None] + idx[None, :], mask=masked_by(mask, has_scale), other=1.0))
         b = widen(tl.load(B + b_row[:, None] + idx[None, :], mask=masked_by(mask, has_bias), other=0.0))
         y = apply_activation(centered * rstd[:, None] * w + b, activation, storage)

@@ -22,6 +22,7 @@ from graphopt.fused.norm_act.triton_kernel import (
     dtype_name,
     load_sum,
     normalize_rows,
+    operand_row,
     operand_rows,
 )
 from graphopt.kernels.activations import apply_activation
@@ -59,9 +60,9 @@ def _block_group(first, last, inner, groups, size):
     offset = first * 0
     same = groups == 1
     if groups != 1:
-        q = first // inner
-        offset = (q % groups) * size
-        same = q == last // inner
+        q = first.to(tl.int32) // inner  # (in int32: see NormAct's operand_row)
+        offset = (q % groups).to(tl.int64) * size
+        same = q == last.to(tl.int32) // inner
     return offset, same
 
 
@@ -102,7 +103,7 @@ def _dot_weight_row(
         shared = tl.load(WL + wl_off + k * cols + idx, mask=col_ok, other=0.0).to(tl.float32)
         part = tl.sum(h * shared[None, :], axis=1)
     else:
-        base = ((row // wl_inner) % wl_groups) * (out_features * cols) + k * cols
+        base = operand_row(row, wl_inner, wl_groups) * (out_features * cols) + k * cols
         own = tl.load(WL + base[:, None] + idx[None, :], mask=mask, other=0.0).to(tl.float32)
         part = tl.sum(h * own, axis=1)
     return part
@@ -114,7 +115,7 @@ def _linear_bias(acc, LB, row, k, row_ok, out_features, lb_inner, lb_groups, lb_
     if lb_same:
         acc = acc + tl.load(LB + lb_off + k).to(tl.float32)
     else:
-        base = ((row // lb_inner) % lb_groups) * out_features
+        base = operand_row(row, lb_inner, lb_groups) * out_features
         acc = acc + tl.load(LB + base + k, mask=row_ok, other=0.0).to(tl.float32)
     return acc
 
@@ -211,7 +212,7 @@ def norm_act_linear_kernel(
                 if lb_same:
                     acc = acc + tl.load(LB + lb_off + k0 + kk, mask=k_ok, other=0.0).to(tl.float32)[None, :]
                 else:
-                    lb_row = ((row // lb_inner) % lb_groups) * out_features
+                    lb_row = operand_row(row, lb_inner, lb_groups) * out_features
                     lb = tl.load(LB + lb_row[:, None] + k0 + kk[None, :], mask=out_mask, other=0.0)
                     acc = acc + lb.to(tl.float32)
             acc = apply_activation(acc, out_activation, Y.dtype.element_ty)
