@@ -267,7 +267,7 @@ def bench_norm_act_linear(dim, k, dtype_name, timer, bw, use_compile, rows=ROWS,
     xs = [torch.randn(rows, dim, device="cuda", dtype=dtype) for _ in range(copies)]
     ys = [torch.full((rows, k), float("nan"), device="cuda", dtype=dtype) for _ in range(copies)]
     hidden = [torch.empty_like(x) for x in xs]
-    cell.config = norm_act_linear_config(rows, dim, dtype_name, shared=True).tier.name
+    cell.config = norm_act_linear_config(rows, dim, dtype_name, uniform=0).tier.name
 
     idx = sample_rows(rows)
     ref = NORM_ACT_LINEAR.reference(

@@ -31,6 +31,7 @@ from graphopt.fused import NORM_ACT_LINEAR, Activation, Norm
 from graphopt.fused.broadcast_rows import row_broadcast
 from graphopt.fused.norm_act_linear.spec import weight_rows
 from graphopt.fused.norm_act_linear.triton_kernel import launch_norm_act_linear, norm_act_linear_config
+from graphopt.kernels.launch_rules import uniform_rows
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -120,7 +121,7 @@ def bench_case(name, x_shape, param, weight_shape, lb_shape, residual_shape, wri
         "residual": None if residual_shape is None else list(residual_shape), "sum_written": write_sum,
         "bytes": nbytes,
         "tier": norm_act_linear_config(
-            rows, d, dtype_name, shared=len(param) == 1 and len(weight_shape) == 2 and len(lb_shape) == 1
+            rows, d, dtype_name, uniform=uniform_rows(p_rows, p_rows, w_rows, lb_rows)
         ).tier.name,
         "fused_us": round(fused_t.gpu_us, 2), "copy_us": round(copy_t.gpu_us, 2),
         "ratio_vs_copy": round(fused_t.gpu_us / copy_t.gpu_us, 3), "checks": checks,

@@ -65,7 +65,7 @@ class Case:
         """The launch tier graphopt's rule picks (the C++ launcher of the ORT library applies the
         same rule to the same table, so both runtimes run this variant for aligned buffers)."""
         if self.linear:  # (the cases' operands are shared by all rows)
-            return norm_act_linear_config(self.rows, self.D, self.dtype, shared=True).tier
+            return norm_act_linear_config(self.rows, self.D, self.dtype, uniform=0).tier
         return norm_act_config(self.rows, self.D, self.dtype).tier
 
 

@@ -43,6 +43,7 @@ class KernelSpec:
             "EVEN": tier.exact,
             "BLOCK_C": tier.max_chunks,
             "SHARED": tier.shared,
+            "BLOCKWISE": tier.blockwise,
         }
         if tier.iters != 1 and "ITERS" not in self.constexprs:
             raise ValueError(f"{self.op} does not take several row blocks per program")
@@ -50,6 +51,8 @@ class KernelSpec:
             raise ValueError(f"{self.op} has no exact-width variant")
         if tier.shared and "SHARED" not in self.constexprs:
             raise ValueError(f"{self.op} has no shared-operand variant")
+        if tier.blockwise and "BLOCKWISE" not in self.constexprs:
+            raise ValueError(f"{self.op} has no blockwise-operand variant")
         return {name: values[name] for name in self.constexprs}
 
     def attrs(self, aligned: bool) -> dict:

@@ -15,6 +15,7 @@ This module imports neither torch nor a GPU driver: the AOT build runs without e
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -48,6 +49,9 @@ class Tier:
     # them as constants, so the per-row branches that Triton's JIT folds away at such calls are not
     # compiled into the ahead-of-time kernel either.
     shared: bool = False
+    # Serves only launches whose every block of block_m rows reads one row of each operand (per-feature
+    # operands whose features span a multiple of block_m rows): the per-row code is not compiled in.
+    blockwise: bool = False
 
     @property
     def name(self) -> str:
@@ -59,16 +63,16 @@ class Tier:
         )
         return (
             f"m{self.block_m}_n{self.block_n}_w{self.num_warps}{iters}{split}_{kind}{bounds}_"
-            f"{'a' if self.aligned else 'u'}{'_s' if self.shared else ''}"
+            f"{'a' if self.aligned else 'u'}{'_s' if self.shared else ''}{'_b' if self.blockwise else ''}"
         )
 
-    def admits(self, rows: int, cols: int, aligned: bool, shared: bool = False) -> bool:
-        """Whether a launch of ``rows`` rows of ``cols`` elements (``shared``: operands every row
-        shares) may take this tier (the rule the C++ launcher's ``Select`` applies to the same fields)."""
+    def admits(self, rows: int, cols: int, aligned: bool, uniform: int = 1) -> bool:
+        """Whether a launch of ``rows`` rows of ``cols`` elements may take this tier (the rule the C++
+        launcher's ``Select`` applies to the same fields); ``uniform``: the launch's ``uniform_rows``."""
         fits = cols == self.max_cols if self.exact else self.min_cols <= cols <= self.max_cols
-        return (
-            fits and rows <= self.max_rows and (aligned or not self.aligned) and (shared or not self.shared)
-        )
+        shared_ok = uniform == 0 or not self.shared
+        operands_ok = shared_ok and (uniform % self.block_m == 0 or not self.blockwise)
+        return fits and rows <= self.max_rows and (aligned or not self.aligned) and operands_ok
 
     @property
     def rows_per_program(self) -> int:
@@ -98,26 +102,37 @@ def is_aligned(cols: int, row_strides: tuple[int, ...], addresses: tuple[int, ..
     )
 
 
+def uniform_rows(*operand_rows: tuple[int, int]) -> int:
+    """How many rows, in aligned runs, read the same row of every operand that broadcasts over X's
+    rows as ``(inner, groups)`` (``graphopt.fused.broadcast_rows``: row r reads ``(r // inner) % groups``):
+    0 when every row reads the same ones, else the greatest common divisor of the grouped operands'
+    ``inner``. A block of block_m rows starting at a multiple of block_m reads one row of each operand
+    exactly when block_m divides it (0 is divided by every block_m)."""
+    run = 0
+    for inner, groups in operand_rows:
+        if groups != 1:
+            run = math.gcd(run, inner)
+    return run
+
+
 def find_tier(
-    tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0, shared: bool = False
+    tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0, uniform: int = 1
 ) -> Tier | None:
     """The first of ``tiers`` that admits the launch, or None."""
-    return next((tier for tier in tiers if tier.admits(rows, cols, aligned, shared)), None)
+    return next((tier for tier in tiers if tier.admits(rows, cols, aligned, uniform)), None)
 
 
-def pick_tier(tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0, shared: bool = False) -> Tier:
-    tier = find_tier(tiers, cols, aligned, rows, shared)
+def pick_tier(tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0, uniform: int = 1) -> Tier:
+    tier = find_tier(tiers, cols, aligned, rows, uniform)
     if tier is None:
         raise ValueError(f"no launch tier for {rows} rows of {cols} elements (aligned={aligned})")
     return tier
 
 
-def configure(
-    tiers: tuple[Tier, ...], rows: int, cols: int, aligned: bool, shared: bool = False
-) -> LaunchConfig:
+def configure(tiers: tuple[Tier, ...], rows: int, cols: int, aligned: bool, uniform: int = 1) -> LaunchConfig:
     if rows < 0 or cols <= 0:
         raise ValueError(f"bad shape: rows={rows}, cols={cols}")
-    tier = pick_tier(tiers, cols, aligned, rows, shared)
+    tier = pick_tier(tiers, cols, aligned, rows, uniform)
     return LaunchConfig(tier, (cdiv(rows, tier.rows_per_program), 1, 1))
 
 
@@ -126,11 +141,15 @@ def row_tiers(
     loop: tuple[int, int],
     aligned: bool,
     exact: tuple[tuple[int, ...], ...] = (),
-    shared: bool = False,
+    shared: dict[int, tuple[int, int]] | None = None,
+    blockwise: dict[int, tuple[int, int]] | None = None,
 ) -> tuple[Tier, ...]:
     """Single-block tiers from (block_n, block_m, num_warps[, iters]), each preceded by the exact
-    tier of its block_n in ``exact`` (same form) if there is one, then a looped tier for longer rows;
-    with ``shared``, every tier preceded by its copy for launches whose operands all rows share."""
+    tier of its block_n in ``exact`` (same form) if there is one, then a looped tier for longer rows.
+    With ``shared``, every tier is preceded by its copy for launches whose operands all rows share, and
+    with ``blockwise`` by its blockwise copy (shared first). Each dict gives its copies' (block_m,
+    num_warps) by block_n, the tier's own where absent: a launch that reads one operand row per block
+    may take more rows per program than one whose every row may read its own."""
 
     def tier(shape: tuple[int, ...], is_exact: bool) -> Tier:
         n, m, w, *rest = shape
@@ -146,9 +165,21 @@ def row_tiers(
         raise ValueError(f"exact tiers without a general tier of the same width: {sorted(exact_by_n)}")
     chunk, warps = loop
     tiers = (*single, Tier(2**62, 1, chunk, warps, looped=True, aligned=aligned))
-    if shared:
-        tiers = tuple(t for tier in tiers for t in (dataclasses.replace(tier, shared=True), tier))
-    return tiers
+
+    def copy(tier: Tier, shapes: dict[int, tuple[int, int]], **kind: bool) -> Tier:
+        m, w = (
+            (tier.block_m, tier.num_warps)
+            if tier.looped
+            else shapes.get(tier.block_n, (tier.block_m, tier.num_warps))
+        )
+        return dataclasses.replace(tier, block_m=m, num_warps=w, **kind)
+
+    def copies(tier: Tier) -> tuple[Tier, ...]:
+        out = (copy(tier, shared, shared=True),) if shared is not None else ()
+        out += (copy(tier, blockwise, blockwise=True),) if blockwise is not None else ()
+        return (*out, tier)
+
+    return tuple(t for tier in tiers for t in copies(tier))
 
 
 def unwritten_output(written, wrap):

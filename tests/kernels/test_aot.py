@@ -12,7 +12,7 @@ from graphopt.fused.norm_act.triton_kernel import norm_act_config
 from graphopt.fused.norm_act_linear.triton_kernel import norm_act_linear_config
 from graphopt.kernels import aot, aot_codegen
 from graphopt.kernels.aot_specs import all_variants, kernels
-from graphopt.kernels.launch_rules import DTYPES
+from graphopt.kernels.launch_rules import DTYPES, uniform_rows
 
 
 def test_literal_round_trips_every_byte():
@@ -38,17 +38,18 @@ def test_table_holds_every_tier_in_rule_order():
 
 @pytest.mark.parametrize("cols", [1, 16, 100, 128, 256, 1000, 1024, 4096, 8192, 8208, 100000])
 @pytest.mark.parametrize("aligned", [True, False])
-@pytest.mark.parametrize("shared", [True, False])
-def test_table_lookup_agrees_with_the_config_rule(cols, aligned, shared):
+@pytest.mark.parametrize("uniform", [0, 1, 6, 512])
+def test_table_lookup_agrees_with_the_config_rule(cols, aligned, uniform):
     """What C++ does with the table (first variant of the op and dtype whose max_cols admits the row,
-    an exact one's equals it, whose alignment assumption holds, and that is a shared-operand variant
-    only where the operands are shared) picks the tier the Python config chose."""
+    an exact one's equals it, whose alignment assumption holds, a shared-operand variant only where
+    the operands are shared, a blockwise one only where its block_m divides the uniform rows) picks
+    the tier the Python config chose."""
     aligned = aligned and cols % 16 == 0
     configs = (
         ("NormAct", lambda cols, dtype, aligned: norm_act_config(8, cols, dtype, aligned)),
         (
             "NormActLinear",
-            lambda cols, dtype, aligned: norm_act_linear_config(8, cols, dtype, aligned, shared),
+            lambda cols, dtype, aligned: norm_act_linear_config(8, cols, dtype, aligned, uniform),
         ),
     )
     for op, config in configs:
@@ -57,11 +58,32 @@ def test_table_lookup_agrees_with_the_config_rule(cols, aligned, shared):
                 v.tier for v in all_variants()
                 if v.op == op and v.dtype == dtype and cols <= v.tier.max_cols
                 and (cols == v.tier.max_cols or not v.tier.exact)
-                and (aligned or not v.tier.aligned) and (shared or not v.tier.shared)
+                and (aligned or not v.tier.aligned) and (uniform == 0 or not v.tier.shared)
+                and (uniform % v.tier.block_m == 0 or not v.tier.blockwise)
             )  # fmt: skip
             assert chosen == config(cols, dtype, aligned).tier
-            # (shared operands on aligned rows take NormActLinear's shared-operand variants)
-            assert chosen.shared == (op == "NormActLinear" and shared and aligned)
+            # (shared operands on aligned rows take NormActLinear's shared-operand variants, runs of
+            # 512 rows its blockwise ones, shorter runs those whose block divides them)
+            assert chosen.shared == (op == "NormActLinear" and uniform == 0 and aligned)
+            if op == "NormActLinear" and aligned and uniform == 512:
+                assert chosen.blockwise
+            if chosen.blockwise:
+                assert uniform != 0 and uniform % chosen.block_m == 0
+
+
+@pytest.mark.parametrize(
+    ("operands", "expected"),
+    [
+        ([(1, 1), (1, 1)], 0),  # shared by every row
+        ([(7, 1), (1, 1)], 0),  # one group: shared whatever its inner
+        ([(512, 128), (1, 1)], 512),  # per-feature norms, a shared linear
+        ([(512, 128), (1024, 4)], 512),
+        ([(6, 4), (4, 6)], 2),  # runs of 2 rows read one row of each
+        ([(1, 64), (8, 8)], 1),  # a per-row operand
+    ],
+)
+def test_uniform_rows(operands, expected):
+    assert uniform_rows(*operands) == expected
 
 
 def test_render_writes_images_and_table():

@@ -79,7 +79,7 @@ def test_cpp_picks_the_python_variant(harness, dtype, cols):
         got = harness.harness_norm_act(base, 0, 0, 0, base, 0, 64, cols, 1e-5, 0, 0, dtype, 0, 1).decode()
         assert got == f"NormAct/{DTYPE_NAME[dtype]}/{expected}"
         # (the harness's operands are shared by all rows: the shared-operand variants where aligned)
-        expected = norm_act_linear_config(64, cols, DTYPE_NAME[dtype], aligned, shared=True).tier.name
+        expected = norm_act_linear_config(64, cols, DTYPE_NAME[dtype], aligned, uniform=0).tier.name
         args = (base, 0, 0, base, 0, base, 64, cols, 3, 1e-5, 0, 0, 0, dtype, 0, 1)
         assert (
             harness.harness_norm_act_linear(*args).decode() == f"NormActLinear/{DTYPE_NAME[dtype]}/{expected}"

@@ -128,15 +128,34 @@ def test_per_feature_norms_with_a_shared_linear(dtype):
     ("x", "k", "expect"),
     [
         ((6, 3, 64), 4, "row_a"),  # blocks of rows that straddle two features
-        ((4, 16, 64), 4, "row_a"),  # blocks inside one feature: one row of each operand per block
+        ((4, 16, 64), 4, "row_a_b"),  # blocks inside one feature: the blockwise variant
         ((5, 2, 100), 2, "row_u"),
-        ((3, 2, 8208), 17, "loop_a"),  # more outputs than one accumulated block
+        ((3, 2, 8208), 17, "loop_a_b"),  # more outputs than one accumulated block (one row per block)
     ],
 )
 def test_per_feature_linear_weights(dtype, x, k, expect):
     n, d = x[0], x[-1]
     case = Case(x, k, scale=(n, 1, d), bias=(n, 1, d), weight=(n, k, d), linear_bias=(n, 1, k), dtype=dtype)
     assert run(case, act=Activation.TANH, out_act=Activation.IDENTITY).tier.name.endswith(expect)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("x", "blockwise"),
+    [
+        ((4, 8, 256), True),  # 8 rows per feature: every block of 4 inside one
+        ((4, 6, 256), False),  # 6: a block of 4 would straddle two features
+        ((2, 3, 8, 256), True),  # the features are the middle dim: runs of 8 rows
+    ],
+)
+def test_blockwise_variants_where_every_block_lies_inside_one_feature(dtype, x, blockwise):
+    """Per-feature norms and weights take the blockwise variant (one operand row per block, four rows
+    per program at D = 256) exactly where the rows of a feature come in multiples of its block."""
+    n, d = x[-3], x[-1]
+    case = Case(x, 4, scale=(n, 1, d), bias=(n, 1, d), weight=(n, 4, d), linear_bias=(n, 1, 4), dtype=dtype)
+    tier = run(case, act=Activation.SILU, out_act=Activation.IDENTITY).tier
+    assert tier.blockwise == blockwise
+    assert (tier.block_m, tier.num_warps) == ((4, 1) if blockwise else (tier.block_m, tier.num_warps))
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,8 @@ namespace {
 const KernelVariant* SelectNormActLinear(const NormActLinearParams& p) {
   const KernelTable& table = GeneratedKernelTable();
   const bool aligned = IsAligned(table, p.cols, {p.x, p.residual, p.scale, p.bias, p.weight, p.residual_sum});
-  bool shared = true;
-  for (const RowBroadcast& rows : {p.scale_rows, p.bias_rows, p.weight_rows, p.linear_bias_rows}) {
-    shared = shared && rows.inner == 1 && rows.groups == 1;
-  }
-  return Select(table, KernelOp::kNormActLinear, p.dtype, p.cols, aligned, shared);
+  const int64_t uniform = UniformRows({p.scale_rows, p.bias_rows, p.weight_rows, p.linear_bias_rows});
+  return Select(table, KernelOp::kNormActLinear, p.dtype, p.cols, aligned, uniform);
 }
 
 int32_t I32(int64_t v) { return static_cast<int32_t>(v); }

@@ -34,6 +34,7 @@ from graphopt.kernels.launch_rules import (
     configure,
     is_aligned,
     row_tiers,
+    uniform_rows,
     unwritten_output,
 )
 from graphopt.kernels.row_norm import (
@@ -51,18 +52,19 @@ LOOP_BLOCK_K = tl.constexpr(16)
 
 
 @triton.jit
-def _block_group(first, last, inner, groups, size):
+def _block_group(first, last, inner, groups, size, BLOCKWISE: tl.constexpr = False):
     """The offset of the operand row (or matrix) of ``size`` elements that the block's first row
     reads, and whether every row of the block, ``first`` to ``last``, reads that one: then one
     vector load serves the block, as for a shared operand (per-feature operands on blocks inside one
     feature, the usual case), else each row loads its own. (A uniform branch: a shared operand
-    costs no division.)"""
+    costs no division.) ``BLOCKWISE``: the launcher knows every block lies inside one group, so
+    ``same`` is the constant true and the per-row code behind it is folded away."""
     offset = first * 0
-    same = groups == 1
+    same = (groups == 1) | BLOCKWISE
     if groups != 1:
         q = first.to(tl.int32) // inner  # (in int32: see NormAct's operand_row)
         offset = (q % groups).to(tl.int64) * size
-        same = q == last.to(tl.int32) // inner
+        same = (q == last.to(tl.int32) // inner) | BLOCKWISE
     return offset, same
 
 
@@ -70,13 +72,14 @@ def _block_group(first, last, inner, groups, size):
 def _normalize(
     centered, rstd, W, B, row, idx, col_ok, mask, cols, first, last, has_scale, has_bias,
     w_inner, w_groups, b_inner, b_groups, activation, storage: tl.constexpr, EVEN: tl.constexpr = False,
+    BLOCKWISE: tl.constexpr = False,
 ):  # fmt: skip
     """act(centered * rstd * scale + bias), masked-off lanes 0: with one scale and bias row for
     the block where its rows share them, else with each row's own (NormAct's ``normalize_rows``).
     ``EVEN``: every lane is a real column, and rows past the end are never stored, so no lane needs
     zeroing (a select per element saved)."""
-    w_off, w_same = _block_group(first, last, w_inner, w_groups, cols)
-    b_off, b_same = _block_group(first, last, b_inner, b_groups, cols)
+    w_off, w_same = _block_group(first, last, w_inner, w_groups, cols, BLOCKWISE)
+    b_off, b_same = _block_group(first, last, b_inner, b_groups, cols, BLOCKWISE)
     if w_same & b_same:
         scale, bias = load_affine(W + w_off, B + b_off, idx, col_ok, has_scale, has_bias)
         h = normalize_activate(centered, rstd, scale, bias, activation, storage)
@@ -127,7 +130,7 @@ def norm_act_linear_kernel(
     eps, norm, activation, out_activation, has_scale, has_bias, has_linear_bias, has_residual, write_sum,
     w_inner, w_groups, b_inner, b_groups, r_inner, r_groups, wl_inner, wl_groups, lb_inner, lb_groups,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr, EVEN: tl.constexpr,
-    SHARED: tl.constexpr,
+    SHARED: tl.constexpr, BLOCKWISE: tl.constexpr = False,
 ):  # fmt: skip
     if SHARED:
         # Every row reads the same scale, bias, weight and linear bias (the launcher chose this
@@ -142,8 +145,8 @@ def norm_act_linear_kernel(
     r_base = operand_rows(row, r_inner, r_groups, rows) * stride_r
     s_row = row[:, None] * cols
     y_row = row * out_features
-    wl_off, wl_same = _block_group(first, last, wl_inner, wl_groups, out_features * cols)
-    lb_off, lb_same = _block_group(first, last, lb_inner, lb_groups, out_features)
+    wl_off, wl_same = _block_group(first, last, wl_inner, wl_groups, out_features * cols, BLOCKWISE)
+    lb_off, lb_same = _block_group(first, last, lb_inner, lb_groups, out_features, BLOCKWISE)
     offs = tl.arange(0, BLOCK_N)
     if not LOOPED:
         col_ok = offs < cols
@@ -153,7 +156,7 @@ def norm_act_linear_kernel(
         centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
         h = _normalize(
             centered, rstd, W, B, row, offs, col_ok, mask, cols, first, last, has_scale, has_bias,
-            w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty, EVEN,
+            w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty, EVEN, BLOCKWISE,
         )  # fmt: skip
         # One output column at a time: the weight row comes from L1/L2, the product never
         # leaves registers, and a narrow K keeps this loop short.
@@ -199,6 +202,7 @@ def norm_act_linear_kernel(
                 h = _normalize(
                     center(x, shift, mean), rstd, W, B, row, idx, col_ok, mask, cols, first, last,
                     has_scale, has_bias, w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty,
+                    False, BLOCKWISE,
                 )  # fmt: skip
                 for j in range(0, k_count):
                     part = _dot_weight_row(
@@ -230,12 +234,27 @@ _ROW_SHAPES = {
 }  # fmt: skip
 _LOOP = {4: (4096, 8), 2: (4096, 8)}
 _UNALIGNED_SHAPES = ((1024, 2, 4),)
+# (block_m, num_warps) by block_n of the shared-operand and blockwise variants where they differ from
+# the shapes above (bench/probe_norm_act_linear_blocks.py, H100: N = 128 features of 512 or 1024 rows
+# at D = 256, N = 32 at D = 1024, K = 1 and 4). Per-feature operands, blockwise: four rows on one warp
+# at D = 256 took 0.66-0.97x the time of the shapes above with their per-row code, two (fp32) or four
+# (16-bit) rows on one warp at 1024 0.61-0.95x. Shared 16-bit operands: one warp for four rows at 256
+# 0.71-0.75x, for one row at 1024 0.80x. Other widths keep their shape.
+_SHARED = {4: {}, 2: {256: (4, 1), 1024: (1, 1)}}
+_BLOCKWISE = {4: {256: (4, 1), 1024: (2, 1)}, 2: {256: (4, 1), 1024: (4, 1)}}
 
 # Rows of exactly a power-of-two width (the seed's D = 256, most hidden sizes) take the same shapes
 # with no column mask in the statistics and the normalized tile (NormAct's exact tiers).
 NORM_ACT_LINEAR_TIERS: dict[int, tuple[Tier, ...]] = {
     size: (
-        *row_tiers(_ROW_SHAPES[size], loop=_LOOP[size], aligned=True, exact=_ROW_SHAPES[size], shared=True),
+        *row_tiers(
+            _ROW_SHAPES[size],
+            loop=_LOOP[size],
+            aligned=True,
+            exact=_ROW_SHAPES[size],
+            shared=_SHARED[size],
+            blockwise=_BLOCKWISE[size],
+        ),
         *row_tiers(_UNALIGNED_SHAPES, loop=(2048, 4), aligned=False),
     )
     for size in (4, 2)
@@ -247,11 +266,11 @@ def norm_act_linear_tiers(dtype: str) -> tuple[Tier, ...]:
 
 
 def norm_act_linear_config(
-    rows: int, cols: int, dtype: str, aligned: bool = True, shared: bool = False
+    rows: int, cols: int, dtype: str, aligned: bool = True, uniform: int = 1
 ) -> LaunchConfig:
-    """The launch of NormActLinear on ``rows`` rows of ``cols`` (= D) elements of ``dtype``; ``shared``:
-    scale, bias, weight and linear bias are each one for all rows."""
-    return configure(norm_act_linear_tiers(dtype), rows, cols, aligned, shared)
+    """The launch of NormActLinear on ``rows`` rows of ``cols`` (= D) elements of ``dtype``; ``uniform``:
+    the ``uniform_rows`` of scale, bias, weight and linear bias (0: each one for all rows)."""
+    return configure(norm_act_linear_tiers(dtype), rows, cols, aligned, uniform)
 
 
 def launch_norm_act_linear(
@@ -271,8 +290,8 @@ def launch_norm_act_linear(
     has_residual = residual2d is not None
     strides = (x2d.stride(0), residual2d.stride(0) if has_residual else 0)
     aligned = is_aligned(cols, strides)
-    shared = all(tuple(r) == (1, 1) for r in (scale_rows, bias_rows, weight_rows, linear_bias_rows))
-    config = norm_act_linear_config(rows, cols, dtype_name(x2d), aligned, shared)
+    uniform = uniform_rows(scale_rows, bias_rows, weight_rows, linear_bias_rows)
+    config = norm_act_linear_config(rows, cols, dtype_name(x2d), aligned, uniform)
     write_sum = has_residual and residual_sum is not None
     if rows == 0 or (out_features == 0 and not write_sum):
         return config
@@ -287,7 +306,7 @@ def launch_norm_act_linear(
         int(write_sum),
         *map(int, (*scale_rows, *bias_rows, *residual_rows, *weight_rows, *linear_bias_rows)),
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, LOOPED=tier.looped, EVEN=tier.exact,
-        SHARED=tier.shared, num_warps=tier.num_warps,
+        SHARED=tier.shared, BLOCKWISE=tier.blockwise, num_warps=tier.num_warps,
     )  # fmt: skip
     return config
 
@@ -307,5 +326,5 @@ _AOT_ARGS = (
 AOT_KERNEL = KernelSpec(
     "NormActLinear", norm_act_linear_kernel, _AOT_ARGS,
     ("X", "R", "W", "B", "WL", "S", "cols", "stride_x", "stride_r"), norm_act_linear_tiers,
-    ("BLOCK_M", "BLOCK_N", "LOOPED", "EVEN", "SHARED"),
+    ("BLOCK_M", "BLOCK_N", "LOOPED", "EVEN", "SHARED", "BLOCKWISE"),
 )  # fmt: skip

@@ -36,6 +36,7 @@ struct KernelVariant {
   bool aligned;  // assumes 16-byte aligned pointers and row lengths that are multiples of 16
   bool exact;  // serves only rows of exactly max_cols elements
   bool shared;  // serves only launches whose operands every row shares (all group counts 1)
+  bool blockwise;  // serves only launches whose blocks of block_m rows each read one row of every operand
   const char* entry;
   int32_t hidden_args;  // trailing scratch pointers after the declared arguments
   int64_t global_scratch_size;  // bytes per program; 0 = none

@@ -32,11 +32,12 @@ bool IsAligned(const KernelTable& table, int64_t cols, std::initializer_list<con
 }
 
 const KernelVariant* Select(const KernelTable& table, KernelOp op, const char* part, DType dtype, int64_t rows,
-                            int64_t cols, bool aligned, bool shared) {
+                            int64_t cols, bool aligned, int64_t uniform_rows) {
   for (size_t i = 0; i < table.count; ++i) {
     const KernelVariant& v = table.variants[i];
     if (v.op != op || v.dtype != dtype || std::strcmp(v.part, part) != 0) continue;
-    if (cols > v.max_cols || cols < v.min_cols || rows > v.max_rows || (v.shared && !shared)) continue;
+    if (cols > v.max_cols || cols < v.min_cols || rows > v.max_rows) continue;
+    if ((v.shared && uniform_rows != 0) || (v.blockwise && uniform_rows % v.block_m != 0)) continue;
     if ((cols == v.max_cols || !v.exact) && (aligned || !v.aligned)) return &v;
   }
   return nullptr;

@@ -22,14 +22,15 @@ inline constexpr const char* kPrefix = "graphopt CUDA kernels: ";
 
 const char* DTypeName(DType dtype);
 bool IsAligned(const KernelTable& table, int64_t cols, std::initializer_list<const void*> pointers);
-// The first variant of `op`'s kernel `part` for `dtype` that admits `rows` rows of `cols` elements
-// (`shared`: operands every row shares, which a shared-operand variant requires).
+// The first variant of `op`'s kernel `part` for `dtype` that admits `rows` rows of `cols` elements.
+// `uniform_rows` (UniformRows): the aligned runs of rows that read one row of every broadcast operand,
+// 0 when all rows do; shared-operand variants need 0, blockwise ones a multiple of their block_m.
 const KernelVariant* Select(const KernelTable& table, KernelOp op, const char* part, DType dtype, int64_t rows,
-                            int64_t cols, bool aligned, bool shared = false);
+                            int64_t cols, bool aligned, int64_t uniform_rows = 1);
 // An op's only (or main) kernel, whatever the row count.
 inline const KernelVariant* Select(const KernelTable& table, KernelOp op, DType dtype, int64_t cols, bool aligned,
-                                   bool shared = false) {
-  return Select(table, op, "", dtype, 0, cols, aligned, shared);
+                                   int64_t uniform_rows = 1) {
+  return Select(table, op, "", dtype, 0, cols, aligned, uniform_rows);
 }
 bool ValidActivation(Activation a);
 bool ValidNorm(Norm n);

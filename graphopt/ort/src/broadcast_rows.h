@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,16 @@ struct RowBroadcast {
   int64_t inner = 1;
   int64_t groups = 1;
 };
+
+// The aligned runs of rows that read one row of every operand in `operands`: 0 when every row reads the
+// same ones, else the greatest common divisor of the grouped operands' `inner` (launch_rules.uniform_rows).
+inline int64_t UniformRows(std::initializer_list<RowBroadcast> operands) {
+  int64_t run = 0;
+  for (const RowBroadcast& rows : operands) {
+    if (rows.groups != 1) run = std::gcd(run, rows.inner);
+  }
+  return run;
+}
 
 // Sets *out to (inner, groups) of `operand` against `x` normalized over [axis, rank) and returns
 // "", or returns why the operand cannot be read so.
