@@ -1,5 +1,6 @@
 import ast
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -84,6 +85,31 @@ def test_table_lookup_agrees_with_the_config_rule(cols, aligned, uniform):
 )
 def test_uniform_rows(operands, expected):
     assert uniform_rows(*operands) == expected
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
+def test_cpp_uniform_rows_agrees_with_python(tmp_path):
+    """The C++ launcher's UniformRows (broadcast_rows.h) gives the number the Python rule gives, on
+    random operand row broadcasts: the two pick variants by it."""
+    source = tmp_path / "uniform_rows.cc"
+    source.write_text(
+        '#include <cstdio>\n#include <cstdlib>\n#include "broadcast_rows.h"\n'
+        "int main(int argc, char** argv) {\n"
+        "  graphopt::RowBroadcast a{atoll(argv[1]), atoll(argv[2])}, b{atoll(argv[3]), atoll(argv[4])};\n"
+        "  graphopt::RowBroadcast c{atoll(argv[5]), atoll(argv[6])};\n"
+        '  std::printf("%lld", static_cast<long long>(graphopt::UniformRows({a, b, c})));\n}\n'
+    )
+    include = Path(__file__).resolve().parents[2] / "graphopt" / "ort" / "src"
+    binary = tmp_path / "uniform_rows"
+    subprocess.run(["g++", "-std=c++17", f"-I{include}", str(source), "-o", str(binary)], check=True)
+    gen = random.Random(7)
+    for _ in range(40):
+        operands = [
+            (gen.choice([1, 2, 3, 4, 6, 8, 512, 1024]), gen.choice([1, 1, 2, 4, 128])) for _ in range(3)
+        ]
+        args = [str(v) for pair in operands for v in pair]
+        got = subprocess.run([str(binary), *args], capture_output=True, text=True, check=True).stdout
+        assert int(got) == uniform_rows(*operands), operands
 
 
 def test_render_writes_images_and_table():
