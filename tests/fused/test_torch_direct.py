@@ -13,22 +13,17 @@ LIB = torch.library.Library("graphopt_direct_test", "FRAGMENT")
 CALLS: list[str] = []
 
 
-@torch.library.custom_op("graphopt_direct_test::scale", mutates_args=())
-def scale(x: torch.Tensor, factor: float) -> torch.Tensor:
-    return x * factor
-
-
-@scale.register_fake
-def _(x, factor):
-    return torch.empty_like(x)
-
-
 def _eager(x, factor):
     below_autograd = torch._C._dispatch_tls_is_dispatch_key_excluded(
         torch._C.DispatchKey.AutogradFunctionality
     )
     CALLS.append("redispatched" if below_autograd else "direct")
     return x * factor
+
+
+def _math(x, factor):
+    CALLS.append("math")
+    return torch.mul(x, factor)
 
 
 def _setup(ctx, inputs, output):
@@ -39,42 +34,27 @@ def _backward(ctx, grad):
     return grad * ctx.factor, None
 
 
+def _scale_op(name: str):
+    """A custom op ``x * factor`` with its fake and its CPU kernel (``_eager``)."""
+
+    def body(x: torch.Tensor, factor: float) -> torch.Tensor:
+        return x * factor
+
+    op = torch.library.custom_op(f"graphopt_direct_test::{name}", body, mutates_args=())
+    op.register_fake(lambda x, factor: torch.empty_like(x))
+    LIB.impl(name, _eager, "CPU")
+    return op
+
+
+scale = _scale_op("scale")
 scale.register_autograd(_backward, setup_context=_setup)
-LIB.impl("scale", _eager, "CPU")
 torch_direct.register(LIB, scale, {"CPU": _eager})
 
-
-@torch.library.custom_op("graphopt_direct_test::native_scale", mutates_args=())
-def native_scale(x: torch.Tensor, factor: float) -> torch.Tensor:
-    return x * factor
-
-
-@native_scale.register_fake
-def _(x, factor):
-    return torch.empty_like(x)
-
-
-def _math(x, factor):
-    CALLS.append("math")
-    return torch.mul(x, factor)
-
-
+native_scale = _scale_op("native_scale")
 native_scale.register_autograd(_backward, setup_context=_setup)
-LIB.impl("native_scale", _eager, "CPU")
 torch_direct.register(LIB, native_scale, {"CPU": _eager}, _math)
 
-
-@torch.library.custom_op("graphopt_direct_test::formula_free_scale", mutates_args=())
-def formula_free_scale(x: torch.Tensor, factor: float) -> torch.Tensor:
-    return x * factor
-
-
-@formula_free_scale.register_fake
-def _(x, factor):
-    return torch.empty_like(x)
-
-
-LIB.impl("formula_free_scale", _eager, "CPU")
+formula_free_scale = _scale_op("formula_free_scale")
 torch_direct.register(LIB, formula_free_scale, {"CPU": _eager}, _math, formula=False)
 
 
