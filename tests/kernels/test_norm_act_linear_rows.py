@@ -158,6 +158,17 @@ def test_blockwise_variants_where_every_block_lies_inside_one_feature(dtype, x, 
     assert (tier.block_m, tier.num_warps) == ((4, 1) if blockwise else (tier.block_m, tier.num_warps))
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize(("d", "linear_bias"), [(128, True), (160, False), (256, True)])
+def test_outputs_around_the_weight_rows_loaded_with_the_row(k, d, linear_bias):
+    """fp32 blockwise launches on short rows load the weight rows of the first four outputs (K >= 4) or
+    of the first (K < 4) with the row, and leave the rest to the per-output loop."""
+    lb = (3, 1, k) if linear_bias else None
+    case = Case((3, 8, d), k, scale=(3, 1, d), bias=(3, 1, d), weight=(3, k, d), linear_bias=lb)
+    tier = run(case, act=Activation.RELU, out_act=Activation.SIGMOID).tier
+    assert tier.blockwise and tier.block_n <= 256
+
+
 @pytest.mark.parametrize(
     ("x", "weight", "linear_bias"),
     [

@@ -25,6 +25,7 @@ from graphopt.fused.norm_act.triton_kernel import (
     operand_row,
     operand_rows,
 )
+from graphopt.fused.norm_act_linear.early_operands import EARLY_OPERAND_COLS, early_outputs, early_weights
 from graphopt.kernels.activations import apply_activation
 from graphopt.kernels.kernel_spec import KernelSpec
 from graphopt.kernels.launch_rules import (
@@ -152,15 +153,40 @@ def norm_act_linear_kernel(
         col_ok = offs < cols
         mask = row_ok[:, None] & col_ok[None, :]
         r_off, s_off = r_base[:, None] + offs, s_row + offs
+        if BLOCKWISE and X.dtype.element_ty == tl.float32 and BLOCK_N <= EARLY_OPERAND_COLS:
+            # One row of each operand serves the block: scale, bias and the weight rows of the first
+            # outputs are loaded in flight with X, not waited for after its sums.
+            w_off, _ = _block_group(first, last, w_inner, w_groups, cols, BLOCKWISE)
+            b_off, _ = _block_group(first, last, b_inner, b_groups, cols, BLOCKWISE)
+            scale, bias = load_affine(W + w_off, B + b_off, offs, col_ok, has_scale, has_bias)
+            w_tile, w_first = early_weights(WL + wl_off, offs, col_ok, cols, out_features)
         x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
         centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
-        h = _normalize(
-            centered, rstd, W, B, row, offs, col_ok, mask, cols, first, last, has_scale, has_bias,
-            w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty, EVEN, BLOCKWISE,
-        )  # fmt: skip
+        k_start = 0
+        if BLOCKWISE and X.dtype.element_ty == tl.float32 and BLOCK_N <= EARLY_OPERAND_COLS:  # (as above)
+            h = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
+            if not EVEN:
+                h = tl.where(mask, h, 0.0)
+            k_start = early_outputs(
+                h,
+                w_tile,
+                w_first,
+                LB + lb_off,
+                has_linear_bias,
+                out_activation,
+                Y,
+                y_row,
+                row_ok,
+                out_features,
+            )
+        else:
+            h = _normalize(
+                centered, rstd, W, B, row, offs, col_ok, mask, cols, first, last, has_scale, has_bias,
+                w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty, EVEN, BLOCKWISE,
+            )  # fmt: skip
         # One output column at a time: the weight row comes from L1/L2, the product never
         # leaves registers, and a narrow K keeps this loop short.
-        for k in range(0, out_features):
+        for k in range(k_start, out_features):
             acc = _dot_weight_row(
                 h, WL, row, k, cols, offs, col_ok, mask, out_features, wl_inner, wl_groups, wl_off, wl_same
             )
@@ -239,8 +265,12 @@ _UNALIGNED_SHAPES = ((1024, 2, 4),)
 # at D = 256, N = 32 at D = 1024, K = 1 and 4). Per-feature operands, blockwise: four rows on one warp
 # at D = 256 took 0.66-0.97x the time of the shapes above with their per-row code, two (fp32) or four
 # (16-bit) rows on one warp at 1024 0.61-0.95x. Shared 16-bit operands: one warp for four rows at 256
-# 0.71-0.75x, for one row at 1024 0.80x. Other widths keep their shape.
-_SHARED = {4: {}, 2: {256: (4, 1), 1024: (1, 1)}}
+# 0.71-0.75x, for one row at 1024 0.80x. Shared fp32 operands at 1024: two rows on two warps took
+# 0.83-0.92x the time of two rows on four through PyTorch and ONNX Runtime at D = 768 and 1024
+# (bench/probe_norm_act_linear_early.py, which times other shapes with distinct inputs per launch; one
+# row on one warp was as fast through PyTorch but 8% slower from the C++ launcher at 768). Other
+# widths keep their shape.
+_SHARED = {4: {1024: (2, 2)}, 2: {256: (4, 1), 1024: (1, 1)}}
 _BLOCKWISE = {4: {256: (4, 1), 1024: (2, 1)}, 2: {256: (4, 1), 1024: (4, 1)}}
 
 # Rows of exactly a power-of-two width (the seed's D = 256, most hidden sizes) take the same shapes

@@ -1,0 +1,150 @@
+"""NormActLinear's rows per program and warps at the shapes its models use (GPU).
+
+    python bench/probe_norm_act_linear_early.py [--out bench/results/norm_act_linear_early.json]
+
+Where a block reads one row of each operand (shared operands, or blockwise per-feature ones) and rows
+are short (``EARLY_OPERAND_COLS``), the kernel loads scale, bias and the weight rows of the first
+outputs (four, or one where K < 4) in flight with the block's rows, not after their statistics. For
+the seed's shape, the per-feature model's and the width grid's (K = 4), this times the launch
+graphopt picks next to the kernel at other (block_m, num_warps). Calls walk through enough distinct
+inputs that none is read from L2 (``bench.widths_timing``), each time is the median over replays of
+one CUDA graph, and every candidate's output is checked against the launch graphopt picks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+from triton import next_power_of_2
+
+from bench.widths_timing import Device, GraphTimer, copy_buffers, copy_calls
+from graphopt.fused import Activation, Norm
+from graphopt.fused.norm_act_linear.triton_kernel import launch_norm_act_linear, norm_act_linear_kernel
+from graphopt.kernels.launch_rules import cdiv
+
+# (name, features N, rows per feature B, D, K, operands)
+CELLS = (
+    ("seed", 128, 512, 256, 1, "shared"),
+    ("per_feature", 128, 512, 256, 1, "per_feature"),
+    ("per_feature", 128, 512, 256, 4, "per_feature"),
+    ("widths", 1, 16384, 256, 4, "shared"),
+    ("widths", 1, 16384, 768, 4, "shared"),
+    ("widths", 1, 16384, 1024, 4, "shared"),
+    ("widths", 1, 65536, 768, 4, "shared"),
+)
+# (block_m, num_warps): short rows (D <= 256) and wider ones
+SHORT_SHAPES = ((1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (4, 2), (8, 2))
+WIDE_SHAPES = ((1, 1), (2, 1), (4, 1), (1, 2), (2, 2), (1, 4), (2, 4))
+DTYPES = (torch.float32, torch.bfloat16)
+EPS = 1e-5
+MAX_VALUES_PER_THREAD = 128  # larger tiles spill: not worth compiling
+
+
+def launch(ops, y, block_m: int, num_warps: int, blockwise: bool, shared: bool) -> None:
+    """The kernel at one shape, LayerNorm + GELU, no residual."""
+    x, scale, bias, weight, linear_bias, rows_of = ops
+    rows, cols = x.shape
+    block_n = next_power_of_2(cols)
+    per = (1, 1) if shared else rows_of
+    norm_act_linear_kernel[(cdiv(rows, block_m), 1, 1)](
+        x, x, scale, bias, weight, linear_bias, y, y, rows, cols, weight.shape[-2], x.stride(0), 0,
+        EPS, int(Norm.LAYER), int(Activation.GELU), int(Activation.IDENTITY), 1, 1, 1, 0, 0,
+        *per, *per, 1, rows, *per, *per,
+        BLOCK_M=block_m, BLOCK_N=block_n, LOOPED=False, EVEN=block_n == cols, SHARED=shared,
+        BLOCKWISE=blockwise, num_warps=num_warps,
+    )  # fmt: skip
+
+
+def graph_us(calls, timer: GraphTimer) -> float:
+    graph, _ = GraphTimer.capture(calls)
+    return timer.replay_us(graph, len(calls))
+
+
+def probe(dtype, device: Device, timer: GraphTimer, name, n, b, d, k, mode) -> dict:
+    rows, groups = n * b, (1 if mode == "shared" else n)
+    rows_of = (b, groups) if groups > 1 else (1, 1)
+    size = torch.finfo(dtype).bits // 8
+    plan = device.plan(rows * (d + k) * size, check=False)
+
+    def rand(*shape):
+        return torch.randn(*shape, device="cuda", dtype=dtype)
+
+    xs = [rand(rows, d) for _ in range(plan.sets)]
+    params = (rand(groups, d), rand(groups, d), rand(groups, k, d) * d**-0.5, rand(groups, k))
+    ys = [torch.empty(rows, k, device="cuda", dtype=dtype) for _ in range(plan.sets)]
+    at = [j % plan.sets for j in range(plan.calls)]
+
+    def picked(i):
+        return launch_norm_act_linear(
+            xs[i], *params, ys[i], norm=int(Norm.LAYER), activation=int(Activation.GELU),
+            out_activation=int(Activation.IDENTITY), eps=EPS, scale_rows=rows_of, bias_rows=rows_of,
+            weight_rows=rows_of, linear_bias_rows=rows_of,
+        )  # fmt: skip
+
+    config = picked(0)
+    ref = ys[0].clone()
+    srcs, dsts = copy_buffers(rows * (d + k) * size, plan, device)
+    copy_us = min(graph_us(calls, timer) for calls in copy_calls(srcs, dsts, at).values())
+    result = {
+        "cell": name, "dtype": str(dtype).removeprefix("torch."), "features": n, "rows_per_feature": b,
+        "D": d, "K": k, "operands": mode, "copy_us": round(copy_us, 2), "picked_tier": config.tier.name,
+        "picked_us": round(graph_us([lambda i=i: picked(i) for i in at], timer), 2), "candidates": {},
+    }  # fmt: skip
+    for block_m, warps in SHORT_SHAPES if d <= 256 else WIDE_SHAPES:
+        if block_m * next_power_of_2(d) > MAX_VALUES_PER_THREAD * 32 * warps:
+            continue
+        blockwise = mode == "per_feature"
+        ops = (xs[0], *params, rows_of)
+        ys[0].fill_(float("nan"))
+        launch(ops, ys[0], block_m, warps, blockwise, mode == "shared")
+        ok = torch.allclose(ys[0].float(), ref.float(), rtol=1e-2, atol=1e-2)
+        calls = [
+            lambda i=i, m=block_m, w=warps, bw=blockwise: launch(
+                (xs[i], *params, rows_of), ys[i], m, w, bw, mode == "shared"
+            )
+            for i in at
+        ]
+        tag = f"m{block_m}_w{warps}"
+        result["candidates"][tag] = {"us": round(graph_us(calls, timer), 2), "same_output": ok}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("bench/results/norm_act_linear_early.json"))
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: this probe needs a CUDA GPU", file=sys.stderr)
+        return 2
+    device, timer = Device(gpu=True), GraphTimer()
+    cells = []
+    for dtype in DTYPES:
+        for cell in CELLS:
+            result = probe(dtype, device, timer, *cell)
+            best = min(result["candidates"].items(), key=lambda kv: kv[1]["us"])
+            what = f"{result['dtype']} {cell}"
+            picked = f"{result['picked_tier']} {result['picked_us']:.1f} µs"
+            copy = f"copy {result['copy_us']:.1f}"
+            print(f"{what}: {copy}, picked {picked}, best {best[0]} {best[1]['us']:.1f} µs", flush=True)
+            cells.append(result)
+    meta = {
+        "device": torch.cuda.get_device_name(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "torch": torch.__version__,
+        "command": " ".join(["python bench/probe_norm_act_linear_early.py", *sys.argv[1:]]),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "cells": cells}, indent=1))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
