@@ -2,13 +2,12 @@
 
     python bench/probe_norm_act_linear_early.py [--out bench/results/norm_act_linear_early.json]
 
-Where a block reads one row of each operand (shared operands, or blockwise per-feature ones) and rows
-are short (``EARLY_OPERAND_COLS``), the kernel loads scale, bias and the weight rows of the first
-outputs (four, or one where K < 4) in flight with the block's rows, not after their statistics. For
-the seed's shape, the per-feature model's and the width grid's (K = 4), this times the launch
-graphopt picks next to the kernel at other (block_m, num_warps). Calls walk through enough distinct
-inputs that none is read from L2 (``bench.widths_timing``), each time is the median over replays of
-one CUDA graph, and every candidate's output is checked against the launch graphopt picks.
+Where the kernel loads operands in flight with a block's rows (``early_operands``: fp32 per-feature
+launches on short rows), every candidate does. For the seed's shape, the per-feature model's and the
+width grid's (K = 4), this times the launch graphopt picks next to the kernel at other (block_m,
+num_warps). Calls walk through enough distinct inputs that none is read from L2
+(``bench.widths_timing``), each time is the median over replays of one CUDA graph, and every
+candidate's output is checked against the launch graphopt picks.
 """
 
 from __future__ import annotations
