@@ -36,6 +36,7 @@ def early_weights(WL, idx, col_ok, cols, out_features):
     w_tile = tl.load(
         WL + kk[:, None] * cols + idx[None, :], mask=(kk < tile_k)[:, None] & col_ok[None, :], other=0.0
     )
+    # (idx * 0 < first_k: the condition as a tensor, since the interpreter takes no scalar in a mask)
     w_first = tl.load(WL + idx, mask=col_ok & (idx * 0 < first_k), other=0.0)
     return w_tile, w_first
 
@@ -48,6 +49,7 @@ def early_outputs(h, w_tile, w_first, LB, has_linear_bias, out_activation, Y, y_
     if out_features >= EARLY_OUTPUTS:
         kk = tl.arange(0, EARLY_OUTPUTS)
         tile_y = tl.sum(h[:, None, :] * w_tile.to(tl.float32)[None, :, :], axis=2)
+        # (every lane of the tile is an output here: K >= EARLY_OUTPUTS)
         tile_lb = tl.load(LB + kk, mask=masked_by(kk < EARLY_OUTPUTS, has_linear_bias), other=0.0)
         tile_y = apply_activation(tile_y + tile_lb.to(tl.float32)[None, :], out_activation, ty)
         tl.store(Y + y_row[:, None] + kk[None, :], tile_y.to(ty), mask=row_ok[:, None])
