@@ -13,23 +13,20 @@ graphopt picks. This chose the blockwise and shared shapes in ``norm_act_linear/
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 
-from graphopt.fused import Activation, Norm
-from graphopt.fused.norm_act_linear.triton_kernel import launch_norm_act_linear, norm_act_linear_kernel
-from graphopt.kernels.launch_rules import cdiv
+from bench.norm_act_linear_probe import launch_picked, launch_shape, write_cells
 
 # (features N, rows per feature B, D, K)
 SHAPES = ((128, 512, 256, 1), (128, 512, 256, 4), (128, 1024, 256, 4), (32, 512, 1024, 1))
 CANDIDATES = ((1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (8, 2), (8, 4), (16, 4), (16, 8))
 DTYPES = (torch.float32, torch.bfloat16)
-EPS = 1e-5
 
 
 def graph_us(fn, launches: int = 20, replays: int = 15) -> float:
@@ -54,20 +51,6 @@ def graph_us(fn, launches: int = 20, replays: int = 15) -> float:
     return statistics.median(times)
 
 
-def launch_shape(ops, y, block_m: int, num_warps: int, blockwise: bool, shared: bool) -> None:
-    """The kernel at one (block_m, num_warps), LayerNorm + GELU, no residual, exact-width rows."""
-    x, scale, bias, weight, linear_bias, rows_of = ops
-    rows, cols = x.shape
-    per = (1, 1) if shared else rows_of
-    norm_act_linear_kernel[(cdiv(rows, block_m), 1, 1)](
-        x, x, scale, bias, weight, linear_bias, y, y, rows, cols, weight.shape[-2], x.stride(0), 0,
-        EPS, int(Norm.LAYER), int(Activation.GELU), int(Activation.IDENTITY), 1, 1, 1, 0, 0,
-        *per, *per, 1, rows, *per, *per,
-        BLOCK_M=block_m, BLOCK_N=cols, LOOPED=False, EVEN=True, SHARED=shared, BLOCKWISE=blockwise,
-        num_warps=num_warps,
-    )  # fmt: skip
-
-
 def probe(dtype, n: int, b: int, d: int, k: int, mode: str) -> dict:
     rows, groups = n * b, (1 if mode == "shared" else n)
     rows_of = (b, groups) if groups > 1 else (1, 1)
@@ -76,7 +59,7 @@ def probe(dtype, n: int, b: int, d: int, k: int, mode: str) -> dict:
         return torch.randn(*shape, device="cuda", dtype=dtype)
 
     ops = (rand(rows, d), rand(groups, d), rand(groups, d), rand(groups, k, d), rand(groups, k), rows_of)
-    x, scale, bias, weight, linear_bias, _ = ops
+    x = ops[0]
     src, dst = torch.empty_like(x), torch.empty_like(x)
     ref, y = (
         torch.empty(rows, k, device="cuda", dtype=dtype),
@@ -84,11 +67,7 @@ def probe(dtype, n: int, b: int, d: int, k: int, mode: str) -> dict:
     )
 
     def picked(out):
-        return launch_norm_act_linear(
-            x, scale, bias, weight, linear_bias, out, norm=int(Norm.LAYER), activation=int(Activation.GELU),
-            out_activation=int(Activation.IDENTITY), eps=EPS, scale_rows=rows_of, bias_rows=rows_of,
-            weight_rows=rows_of, linear_bias_rows=rows_of,
-        )  # fmt: skip
+        return launch_picked(ops, out)
 
     config = picked(ref)
     result = {
@@ -126,15 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 picked = f"{cell['picked_tier']} {cell['picked_us']:.1f} µs"
                 print(f"{what}: picked {picked}, best {best[0]} {best[1]['us']:.1f} µs", flush=True)
                 cells.append(cell)
-    meta = {
-        "device": torch.cuda.get_device_name(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "torch": torch.__version__,
-        "command": " ".join(["python bench/probe_norm_act_linear_blocks.py", *sys.argv[1:]]),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "cells": cells}, indent=1))
-    print(f"wrote {args.out}")
+    write_cells(args.out, "probe_norm_act_linear_blocks.py", cells)
     return 0
 
 

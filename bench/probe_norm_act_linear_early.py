@@ -13,9 +13,7 @@ candidate's output is checked against the launch graphopt picks.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -23,10 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch
 from triton import next_power_of_2
 
+from bench.norm_act_linear_probe import launch_picked, launch_shape, write_cells
 from bench.widths_timing import Device, GraphTimer, copy_buffers, copy_calls
-from graphopt.fused import Activation, Norm
-from graphopt.fused.norm_act_linear.triton_kernel import launch_norm_act_linear, norm_act_linear_kernel
-from graphopt.kernels.launch_rules import cdiv
 
 # (name, features N, rows per feature B, D, K, operands)
 CELLS = (
@@ -42,23 +38,7 @@ CELLS = (
 SHORT_SHAPES = ((1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (4, 2), (8, 2))
 WIDE_SHAPES = ((1, 1), (2, 1), (4, 1), (1, 2), (2, 2), (1, 4), (2, 4))
 DTYPES = (torch.float32, torch.bfloat16)
-EPS = 1e-5
 MAX_VALUES_PER_THREAD = 128  # larger tiles spill: not worth compiling
-
-
-def launch(ops, y, block_m: int, num_warps: int, blockwise: bool, shared: bool) -> None:
-    """The kernel at one shape, LayerNorm + GELU, no residual."""
-    x, scale, bias, weight, linear_bias, rows_of = ops
-    rows, cols = x.shape
-    block_n = next_power_of_2(cols)
-    per = (1, 1) if shared else rows_of
-    norm_act_linear_kernel[(cdiv(rows, block_m), 1, 1)](
-        x, x, scale, bias, weight, linear_bias, y, y, rows, cols, weight.shape[-2], x.stride(0), 0,
-        EPS, int(Norm.LAYER), int(Activation.GELU), int(Activation.IDENTITY), 1, 1, 1, 0, 0,
-        *per, *per, 1, rows, *per, *per,
-        BLOCK_M=block_m, BLOCK_N=block_n, LOOPED=False, EVEN=block_n == cols, SHARED=shared,
-        BLOCKWISE=blockwise, num_warps=num_warps,
-    )  # fmt: skip
 
 
 def graph_us(calls, timer: GraphTimer) -> float:
@@ -81,11 +61,7 @@ def probe(dtype, device: Device, timer: GraphTimer, name, n, b, d, k, mode) -> d
     at = [j % plan.sets for j in range(plan.calls)]
 
     def picked(i):
-        return launch_norm_act_linear(
-            xs[i], *params, ys[i], norm=int(Norm.LAYER), activation=int(Activation.GELU),
-            out_activation=int(Activation.IDENTITY), eps=EPS, scale_rows=rows_of, bias_rows=rows_of,
-            weight_rows=rows_of, linear_bias_rows=rows_of,
-        )  # fmt: skip
+        return launch_picked((xs[i], *params, rows_of), ys[i])
 
     config = picked(0)
     ref = ys[0].clone()
@@ -102,10 +78,10 @@ def probe(dtype, device: Device, timer: GraphTimer, name, n, b, d, k, mode) -> d
         blockwise = mode == "per_feature"
         ops = (xs[0], *params, rows_of)
         ys[0].fill_(float("nan"))
-        launch(ops, ys[0], block_m, warps, blockwise, mode == "shared")
+        launch_shape(ops, ys[0], block_m, warps, blockwise, mode == "shared")
         ok = torch.allclose(ys[0].float(), ref.float(), rtol=1e-2, atol=1e-2)
         calls = [
-            lambda i=i, m=block_m, w=warps, bw=blockwise: launch(
+            lambda i=i, m=block_m, w=warps, bw=blockwise: launch_shape(
                 (xs[i], *params, rows_of), ys[i], m, w, bw, mode == "shared"
             )
             for i in at
@@ -133,15 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             copy = f"copy {result['copy_us']:.1f}"
             print(f"{what}: {copy}, picked {picked}, best {best[0]} {best[1]['us']:.1f} µs", flush=True)
             cells.append(result)
-    meta = {
-        "device": torch.cuda.get_device_name(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "torch": torch.__version__,
-        "command": " ".join(["python bench/probe_norm_act_linear_early.py", *sys.argv[1:]]),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "cells": cells}, indent=1))
-    print(f"wrote {args.out}")
+    write_cells(args.out, "probe_norm_act_linear_early.py", cells)
     return 0
 
 

@@ -160,30 +160,23 @@ def norm_act_linear_kernel(
             b_off, _ = _block_group(first, last, b_inner, b_groups, cols, BLOCKWISE)
             scale, bias = load_affine(W + w_off, B + b_off, offs, col_ok, has_scale, has_bias)
             w_tile, w_first = early_weights(WL + wl_off, offs, col_ok, cols, out_features)
-        x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
-        centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
-        k_start = 0
-        if BLOCKWISE and X.dtype.element_ty == tl.float32 and BLOCK_N <= EARLY_OPERAND_COLS:  # (as above)
+            x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
+            centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
             h = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
             if not EVEN:
                 h = tl.where(mask, h, 0.0)
             k_start = early_outputs(
-                h,
-                w_tile,
-                w_first,
-                LB + lb_off,
-                has_linear_bias,
-                out_activation,
-                Y,
-                y_row,
-                row_ok,
+                h, w_tile, w_first, LB + lb_off, has_linear_bias, out_activation, Y, y_row, row_ok,
                 out_features,
-            )
+            )  # fmt: skip
         else:
+            x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
+            centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
             h = _normalize(
                 centered, rstd, W, B, row, offs, col_ok, mask, cols, first, last, has_scale, has_bias,
                 w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty, EVEN, BLOCKWISE,
             )  # fmt: skip
+            k_start = 0
         # One output column at a time: the weight row comes from L1/L2, the product never
         # leaves registers, and a narrow K keeps this loop short.
         for k in range(k_start, out_features):
