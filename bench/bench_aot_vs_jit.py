@@ -1,18 +1,24 @@
-"""The NormAct kernel three ways on one GPU: Triton's JIT launch (as PyTorch runs it), the same JIT
-kernel with no integer argument specialized (as the ahead-of-time variants are compiled), and the
-ahead-of-time cubin through the C++ driver-API launcher that ONNX Runtime uses.
+"""The NormAct kernel four ways on one GPU: Triton's JIT launch (as PyTorch runs it), the same JIT
+kernel with its flag and operand-row arguments unspecialized (the ahead-of-time variant's code),
+with no integer argument specialized, and the ahead-of-time cubin through the C++ driver-API
+launcher that ONNX Runtime uses.
 
 Triton's JIT compiles a kernel per set of "equal to 1" and "divisible by 16" integer arguments, so a
 launch with a scale and a bias present (has_scale = has_bias = 1) gets code with those branches
 folded away; the ahead-of-time variants take them at run time. This measures what that costs.
 
-    python bench/bench_aot_vs_jit.py [--out bench/results]
+    python bench/bench_aot_vs_jit.py [--cases float32:5120 bfloat16:768 ...] [--out DIR] [--name NAME]
+
+The ahead-of-time rows launch the variants of the tree the harness is built from, through the
+launcher's own choice of variant (named in each row), so two trees compare side by side when the
+script runs from each in turn on one machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import datetime
 import json
 import os
 import subprocess
@@ -27,13 +33,13 @@ import triton
 
 from graphopt.benchmark.timing import copy_bandwidth_bytes_per_s, gpu_us
 from graphopt.fused import Activation, Norm
+from graphopt.fused.norm_act import triton_kernel as norm_act_module
 from graphopt.fused.norm_act.triton_kernel import launch_norm_act
-from graphopt.kernels import norm_act as norm_act_module
 
 REPO = Path(__file__).resolve().parent.parent
 ROWS = 16384
-CASES = [("float32", 1024), ("float32", 8192), ("float16", 256), ("float16", 1024), ("float16", 8192),
-         ("bfloat16", 256), ("bfloat16", 1024)]  # fmt: skip
+CASES = ["float32:1024", "float32:8192", "float16:256", "float16:1024", "float16:8192", "bfloat16:256",
+         "bfloat16:1024"]  # fmt: skip
 DTYPES = {"float32": (torch.float32, 0), "float16": (torch.float16, 1), "bfloat16": (torch.bfloat16, 2)}
 U64, I64, I32, F32 = ctypes.c_uint64, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
 
@@ -56,14 +62,25 @@ def build_harness() -> ctypes.CDLL:
     return lib
 
 
+FLAGS = ["norm", "activation", "has_scale", "has_bias", "has_residual", "w_inner", "w_groups", "b_inner",
+         "b_groups", "r_inner", "r_groups"]  # fmt: skip
+
+
+def flags_unspecialized_kernel():
+    """The same kernel source with only its flag and operand-row arguments left unspecialized (row
+    length and strides still specialized on divisibility by 16): the code the ahead-of-time variant
+    of the same tier runs."""
+    return triton.jit(norm_act_module.norm_act_kernel.fn, do_not_specialize=FLAGS)
+
+
 def unspecialized_kernel():
     """The same kernel source, compiled without folding integer arguments equal to 1."""
     names = ["rows", "cols", "stride_x", "stride_r", "norm", "activation", "has_scale", "has_bias",
-             "has_residual"]  # fmt: skip
+             "has_residual", "w_inner", "w_groups", "b_inner", "b_groups", "r_inner", "r_groups"]  # fmt: skip
     return triton.jit(norm_act_module.norm_act_kernel.fn, do_not_specialize=names)
 
 
-def measure(harness, unspecialized, bandwidth: float, dtype_name: str, cols: int) -> dict:
+def measure(harness, unspecialized, flags, bandwidth: float, dtype_name: str, cols: int) -> dict:
     dtype, code = DTYPES[dtype_name]
     plain = norm_act_module.norm_act_kernel
     stream = torch.cuda.current_stream().cuda_stream
@@ -99,8 +116,13 @@ def measure(harness, unspecialized, bandwidth: float, dtype_name: str, cols: int
             raise RuntimeError(error.decode())
 
     roofline = (2 * ROWS * cols + 2 * cols) * dtype.itemsize / bandwidth * 1e6
-    row = {"dtype": dtype_name, "cols": cols, "roofline_us": round(roofline, 2)}
-    for label, call in (("jit", jit(plain)), ("jit_unspecialized", jit(unspecialized)), ("aot", aot)):
+    variant = harness.harness_norm_act(xs[0].data_ptr(), 0, w.data_ptr(), b.data_ptr(), y.data_ptr(), 0,
+                                       ROWS, cols, 1e-5, int(Norm.LAYER), int(Activation.GELU), code, stream,
+                                       1).decode()  # fmt: skip
+    row = {"dtype": dtype_name, "cols": cols, "roofline_us": round(roofline, 2), "aot_variant": variant}
+    calls = (("jit", jit(plain)), ("jit_flags_unspecialized", jit(flags)),
+             ("jit_unspecialized", jit(unspecialized)), ("aot", aot))  # fmt: skip
+    for label, call in calls:
         for _ in range(3):
             call()
         torch.cuda.synchronize()
@@ -112,20 +134,25 @@ def measure(harness, unspecialized, bandwidth: float, dtype_name: str, cols: int
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=CASES, help="DTYPE:COLS, e.g. bfloat16:768")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--name", default="aot_vs_jit", help="the results file's name, without .json")
     args = parser.parse_args()
     harness = build_harness()
     bandwidth = copy_bandwidth_bytes_per_s()
-    unspecialized = unspecialized_kernel()
+    unspecialized, flags = unspecialized_kernel(), flags_unspecialized_kernel()
     rows_out = []
-    for dtype_name, cols in CASES:
-        rows_out.append(measure(harness, unspecialized, bandwidth, dtype_name, cols))
+    for case in args.cases:
+        dtype_name, cols = case.split(":")
+        rows_out.append(measure(harness, unspecialized, flags, bandwidth, dtype_name, int(cols)))
         print(rows_out[-1], flush=True)
     record = {"device": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": ROWS,
+              "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+              "command": "python bench/bench_aot_vs_jit.py " + " ".join(sys.argv[1:]),
               "activation": "gelu", "norm": "layer (affine)", "results": rows_out}  # fmt: skip
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "aot_vs_jit.json").write_text(json.dumps(record, indent=2) + "\n")
+        (args.out / f"{args.name}.json").write_text(json.dumps(record, indent=2) + "\n")
     return 0
 
 

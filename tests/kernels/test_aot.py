@@ -47,7 +47,7 @@ def test_table_lookup_agrees_with_the_config_rule(cols, aligned, uniform):
     the tier the Python config chose."""
     aligned = aligned and cols % 16 == 0
     configs = (
-        ("NormAct", lambda cols, dtype, aligned: norm_act_config(8, cols, dtype, aligned)),
+        ("NormAct", lambda cols, dtype, aligned: norm_act_config(8, cols, dtype, aligned, uniform)),
         (
             "NormActLinear",
             lambda cols, dtype, aligned: norm_act_linear_config(8, cols, dtype, aligned, uniform),
@@ -63,9 +63,10 @@ def test_table_lookup_agrees_with_the_config_rule(cols, aligned, uniform):
                 and (uniform % v.tier.block_m == 0 or not v.tier.blockwise)
             )  # fmt: skip
             assert chosen == config(cols, dtype, aligned).tier
-            # (shared operands on aligned rows take NormActLinear's shared-operand variants, runs of
-            # 512 rows its blockwise ones, shorter runs those whose block divides them)
-            assert chosen.shared == (op == "NormActLinear" and uniform == 0 and aligned)
+            # (shared operands on aligned rows take the shared-operand variants, but for NormAct's
+            # looped tier, which has none; runs of 512 rows NormActLinear's blockwise ones, shorter
+            # runs those whose block divides them)
+            assert chosen.shared == (uniform == 0 and aligned and not (op == "NormAct" and chosen.looped))
             if op == "NormActLinear" and aligned and uniform == 512:
                 assert chosen.blockwise
             if chosen.blockwise:

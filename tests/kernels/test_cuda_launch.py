@@ -75,10 +75,11 @@ def stream():
 def test_cpp_picks_the_python_variant(harness, dtype, cols):
     for base in (1 << 20, (1 << 20) + 2):  # 16-byte aligned, then not
         aligned = base % 16 == 0 and cols % 16 == 0
+        # (the harness's operands are shared by all rows: both ops take their shared-operand variants
+        # where aligned)
         expected = norm_act_config(64, cols, DTYPE_NAME[dtype], aligned).tier.name
         got = harness.harness_norm_act(base, 0, 0, 0, base, 0, 64, cols, 1e-5, 0, 0, dtype, 0, 1).decode()
         assert got == f"NormAct/{DTYPE_NAME[dtype]}/{expected}"
-        # (the harness's operands are shared by all rows: the shared-operand variants where aligned)
         expected = norm_act_linear_config(64, cols, DTYPE_NAME[dtype], aligned, uniform=0).tier.name
         args = (base, 0, 0, base, 0, base, 64, cols, 3, 1e-5, 0, 0, 0, dtype, 0, 1)
         assert (

@@ -88,10 +88,10 @@ def test_optional_inputs(scale, bias, residual):
 @pytest.mark.parametrize(
     ("rows", "cols", "expect"),
     [
-        (1, 256, "exact_a"),  # a single row
-        (7, 128, "exact_a"),  # rows not a multiple of rows-per-program
-        (37, 256, "i2_exact_a"),  # two row blocks per program, the second partly past the end
-        (37, 192, "i2_row_a"),  # shorter than the block: masked columns
+        (1, 256, "exact_a_s"),  # a single row
+        (7, 128, "exact_a_s"),  # rows not a multiple of rows-per-program
+        (37, 256, "i2_exact_a_s"),  # two row blocks per program, the second partly past the end
+        (37, 192, "i2_row_a_s"),  # shorter than the block: masked columns
         (3, 100, "row_u"),  # a row length that is not a multiple of 16
         (2, 1, "row_u"),  # one element per row
         (3, 8208, "loop_a"),  # past the largest single block: the looped reduction
@@ -121,9 +121,9 @@ def test_strided_rows(dtype):
 @pytest.mark.parametrize(
     ("rows", "cols", "expect"),
     [
-        (3, 96, "row_a"),
-        (37, 256, "i2_exact_a"),
-        (2, 1024, "exact_a"),
+        (3, 96, "row_a_s"),
+        (37, 256, "i2_exact_a_s"),
+        (2, 1024, "exact_a_s"),
         (3, 8208, "loop_a"),
         (2, 1500, "loop_u"),
     ],
@@ -156,13 +156,15 @@ def test_zero_rows_launch_nothing():
     assert launch_norm_act(x, None, None, None, y, None, norm=0, activation=0, eps=1e-5).grid == (0, 1, 1)
 
 
-def test_config_rule():
+@pytest.mark.parametrize("uniform", [0, 1, 4])
+def test_config_rule(uniform):
     tiers = norm_act_tiers("float32")
-    singles = [t for t in tiers if t.aligned and not t.looped]
+    # Scale and bias that all rows share (uniform 0) take the shared-operand copies, others the rest.
+    singles = [t for t in tiers if t.aligned and not t.looped and t.shared == (uniform == 0)]
     for tier in singles:
         # An exact tier takes rows of its width; the general one of that width the shorter rows.
         cols = tier.max_cols if tier.exact else tier.max_cols - ALIGN_ELEMENTS
-        assert norm_act_config(1000, cols, "float32").tier == tier
+        assert norm_act_config(1000, cols, "float32", uniform=uniform).tier == tier
     assert [t.max_cols for t in singles if t.exact] == [t.max_cols for t in singles if not t.exact]
     largest = singles[-1].max_cols
     assert norm_act_config(10, largest + ALIGN_ELEMENTS, "float32").tier.looped

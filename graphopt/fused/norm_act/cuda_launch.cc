@@ -11,7 +11,8 @@ namespace {
 const KernelVariant* SelectNormAct(const NormActParams& p) {
   const KernelTable& table = GeneratedKernelTable();
   const bool aligned = IsAligned(table, p.cols, {p.x, p.residual, p.scale, p.bias, p.y, p.residual_sum});
-  return Select(table, KernelOp::kNormAct, p.dtype, p.cols, aligned);
+  // Scale and bias that every row shares (the usual case) take the variants compiled for that.
+  return Select(table, KernelOp::kNormAct, p.dtype, p.cols, aligned, UniformRows({p.scale_rows, p.bias_rows}));
 }
 
 }  // namespace

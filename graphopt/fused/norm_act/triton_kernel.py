@@ -4,8 +4,8 @@ One Triton kernel serves PyTorch (JIT) and ONNX Runtime (compiled ahead of time)
 fp32, fp16 or bf16; statistics and math are fp32; outputs take the input's dtype. X and R are
 [rows, cols] views with their own row strides (last dimension contiguous); Y and ResidualSum are
 contiguous. The norm kind, the activation and which optional inputs exist are runtime integers
-(uniform branches, or masks for the scale and bias), so the compiled variants differ only in dtype
-and block shape (see ``NORM_ACT_TIERS``).
+(uniform branches, or masks for the scale and bias), so the compiled variants differ only in dtype,
+block shape and whether every row reads the one scale and bias row (see ``NORM_ACT_TIERS``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from graphopt.kernels.launch_rules import (
     configure,
     is_aligned,
     row_tiers,
+    uniform_rows,
     unwritten_output,
 )
 from graphopt.kernels.ptx import widen
@@ -112,8 +113,13 @@ def norm_act_kernel(
     eps, norm, activation, has_scale, has_bias, has_residual,
     w_inner, w_groups, b_inner, b_groups, r_inner, r_groups,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ITERS: tl.constexpr, LOOPED: tl.constexpr,
-    EVEN: tl.constexpr,
+    EVEN: tl.constexpr, SHARED: tl.constexpr = False,
 ):  # fmt: skip
+    if SHARED:
+        # Every row reads the one scale and bias row (the launcher chose this variant for group
+        # counts of 1): constants, so the per-row operand code, its branch and its registers are not
+        # compiled into the ahead-of-time kernel (Triton's JIT folds them at such calls by itself).
+        w_inner, w_groups, b_inner, b_groups = 1, 1, 1, 1
     offs = tl.arange(0, BLOCK_N)
     pid = tl.program_id(0).to(tl.int64)
     row = pid * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -225,23 +231,35 @@ _LOOP = {4: (4096, 8), 2: (4096, 8)}  # (chunk, num_warps) for rows longer than 
 # Rows whose length is not a multiple of 16 (rare) get one unvectorized shape and the loop.
 _UNALIGNED_SHAPES = ((1024, 2, 4),)
 
-NORM_ACT_TIERS: dict[int, tuple[Tier, ...]] = {
-    size: (
-        *row_tiers(_ROW_SHAPES[size], loop=_LOOP[size], aligned=True, exact=_EXACT_SHAPES[size]),
+
+# Every aligned single-block tier comes first as its shared-operand copy (scale and bias one row for all
+# rows, as in nearly every model). Compiled ahead of time without the per-row operand code, the fp32
+# 8192-wide variants need 63 registers a thread instead of 80, so two of their 512-thread programs fit
+# on a multiprocessor instead of one: through the C++ launcher on an H100, fp32 D = 5120 447 -> 268 µs,
+# D = 8192 523 -> 357, bf16 D = 5120 225 -> 187 (bench/results/2026-11-27-h100f). The looped tier
+# keeps no such copy: its shared-operand variant took 715 µs at fp32 D = 12288, the general one 602.
+def _tiers(size: int) -> tuple[Tier, ...]:
+    aligned = row_tiers(
+        _ROW_SHAPES[size], loop=_LOOP[size], aligned=True, exact=_EXACT_SHAPES[size], shared={}
+    )
+    return (
+        *(tier for tier in aligned if not (tier.shared and tier.looped)),
         *row_tiers(_UNALIGNED_SHAPES, loop=(2048, 4), aligned=False),
     )
-    for size in (4, 2)
-}
+
+
+NORM_ACT_TIERS: dict[int, tuple[Tier, ...]] = {size: _tiers(size) for size in (4, 2)}
 
 
 def norm_act_tiers(dtype: str) -> tuple[Tier, ...]:
     return NORM_ACT_TIERS[ELEMENT_BYTES[dtype]]
 
 
-def norm_act_config(rows: int, cols: int, dtype: str, aligned: bool = True) -> LaunchConfig:
+def norm_act_config(rows: int, cols: int, dtype: str, aligned: bool = True, uniform: int = 0) -> LaunchConfig:
     """The launch of NormAct on ``rows`` rows of ``cols`` elements of ``dtype`` (a name such as
-    "bfloat16"); ``aligned`` as decided by ``launch_rules.is_aligned``."""
-    return configure(norm_act_tiers(dtype), rows, cols, aligned)
+    "bfloat16"); ``aligned`` as decided by ``launch_rules.is_aligned``; ``uniform``: the
+    ``uniform_rows`` of scale and bias (0, the usual case: one row of each for all rows)."""
+    return configure(norm_act_tiers(dtype), rows, cols, aligned, uniform)
 
 
 def dtype_name(tensor) -> str:
@@ -262,7 +280,7 @@ def launch_norm_act(
     has_residual = residual2d is not None
     strides = (x2d.stride(0), residual2d.stride(0) if has_residual else 0)
     aligned = is_aligned(cols, strides)
-    config = norm_act_config(rows, cols, dtype_name(x2d), aligned)
+    config = norm_act_config(rows, cols, dtype_name(x2d), aligned, uniform_rows(scale_rows, bias_rows))
     if rows == 0:
         return config
     tier = config.tier
@@ -275,7 +293,7 @@ def launch_norm_act(
         int(scale is not None), int(bias is not None), int(has_residual),
         *map(int, (*scale_rows, *bias_rows, *residual_rows)),
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, ITERS=tier.iters, LOOPED=tier.looped,
-        EVEN=tier.exact, num_warps=tier.num_warps,
+        EVEN=tier.exact, SHARED=tier.shared, num_warps=tier.num_warps,
     )  # fmt: skip
     return config
 
@@ -293,5 +311,5 @@ _AOT_ARGS = (
 AOT_KERNEL = KernelSpec(
     "NormAct", norm_act_kernel, _AOT_ARGS,
     ("X", "R", "W", "B", "Y", "S", "cols", "stride_x", "stride_r"), norm_act_tiers,
-    ("BLOCK_M", "BLOCK_N", "ITERS", "LOOPED", "EVEN"),
+    ("BLOCK_M", "BLOCK_N", "ITERS", "LOOPED", "EVEN", "SHARED"),
 )  # fmt: skip
