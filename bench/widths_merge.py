@@ -64,14 +64,14 @@ def measured(rows: list[dict], copies: list[dict], source: str) -> str:
     )
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("grid", type=Path)
     parser.add_argument("--override", type=Path, nargs="*", default=[])
     parser.add_argument("--compile-from", type=Path, default=None)
     parser.add_argument("--ncu", type=Path, default=None)
     parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     record = json.loads(args.grid.read_text())
     cells = {key(c): c for c in record["cells"]}
     for path in args.override:
@@ -102,7 +102,9 @@ def main() -> int:
                     f"{measured(rows, copies, source)}. This cell: {note.removeprefix('auto: ')}"
                 )
     record["cells"] = list(cells.values())
-    record["assembled"] = " ".join(["python bench/widths_merge.py", *sys.argv[1:]])
+    record["assembled"] = " ".join(
+        ["python bench/widths_merge.py", *(sys.argv[1:] if argv is None else argv)]
+    )
     write_json(args.out, record)
     print(write_reports(record, args.out, picture=True))
     return 0
