@@ -44,6 +44,7 @@ class KernelSpec:
             "BLOCK_C": tier.max_chunks,
             "SHARED": tier.shared,
             "BLOCKWISE": tier.blockwise,
+            "TAIL_N": tier.tail,
         }
         if tier.iters != 1 and "ITERS" not in self.constexprs:
             raise ValueError(f"{self.op} does not take several row blocks per program")
@@ -51,6 +52,8 @@ class KernelSpec:
             raise ValueError(f"{self.op} has no exact-width variant")
         if tier.shared and "SHARED" not in self.constexprs:
             raise ValueError(f"{self.op} has no shared-operand variant")
+        if tier.tail and "TAIL_N" not in self.constexprs:
+            raise ValueError(f"{self.op} has no two-tile variant")
         if tier.blockwise and "BLOCKWISE" not in self.constexprs:
             raise ValueError(f"{self.op} has no blockwise-operand variant")
         return {name: values[name] for name in self.constexprs}

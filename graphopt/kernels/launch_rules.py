@@ -52,6 +52,9 @@ class Tier:
     # Serves only launches whose every block of block_m rows reads one row of each operand (per-feature
     # operands whose features span a multiple of block_m rows): the per-row code is not compiled in.
     blockwise: bool = False
+    # An exact tier for rows of block_n + tail elements, both powers of two, read as two unmasked
+    # tiles (a head of block_n and a tail): no lane is padding, as in a block of the next power of two.
+    tail: int = 0
 
     @property
     def name(self) -> str:
@@ -61,8 +64,9 @@ class Tier:
         bounds = (f"_from{self.min_cols}" if self.min_cols > 1 else "") + (
             f"_upto{self.max_rows}r" if self.max_rows < 2**62 else ""
         )
+        tail = f"+{self.tail}" if self.tail else ""
         return (
-            f"m{self.block_m}_n{self.block_n}_w{self.num_warps}{iters}{split}_{kind}{bounds}_"
+            f"m{self.block_m}_n{self.block_n}{tail}_w{self.num_warps}{iters}{split}_{kind}{bounds}_"
             f"{'a' if self.aligned else 'u'}{'_s' if self.shared else ''}{'_b' if self.blockwise else ''}"
         )
 

@@ -71,7 +71,7 @@ def stream():
 
 
 @pytest.mark.parametrize("dtype", [0, 1, 2])
-@pytest.mark.parametrize("cols", [1, 16, 100, 256, 1000, 1024, 4096, 8192, 8208, 50000])
+@pytest.mark.parametrize("cols", [1, 16, 100, 256, 1000, 1024, 1536, 4096, 5120, 8192, 8208, 50000])
 def test_cpp_picks_the_python_variant(harness, dtype, cols):
     for base in (1 << 20, (1 << 20) + 2):  # 16-byte aligned, then not
         aligned = base % 16 == 0 and cols % 16 == 0

@@ -103,6 +103,29 @@ def test_shapes_and_paths(rows, cols, expect):
     assert config.tier.name.endswith(expect)
 
 
+@pytest.mark.parametrize(
+    ("rows", "cols", "dtype", "norm", "residual", "x_stride"),
+    [
+        (3, 5120, torch.float32, Norm.LAYER, True, None),  # a head of 4096 columns and a tail of 1024
+        (2, 5120, torch.float32, Norm.RMS, False, 5136),  # strided rows
+        (5, 1536, torch.bfloat16, Norm.LAYER, True, None),  # 1024 + 512
+        (2, 3072, torch.float16, Norm.LAYER, False, None),  # 2048 + 1024
+    ],
+)
+def test_rows_read_as_a_head_and_a_tail_tile(rows, cols, dtype, norm, residual, x_stride):
+    config = run_norm_act(rows, cols, dtype, norm=norm, act=Activation.GELU, residual=residual,
+                          x_stride=x_stride, mean=3.0, std=2.0)  # fmt: skip
+    tier = config.tier
+    assert tier.tail and tier.block_n + tier.tail == cols and tier.exact and tier.shared, tier.name
+
+
+def test_a_head_and_tail_tier_serves_only_its_width_and_shared_operands():
+    for cols in (5104, 5136, 8192):
+        assert not norm_act_config(8, cols, "float32").tier.tail
+    assert not norm_act_config(8, 5120, "float32", uniform=1).tier.tail  # per-row scale or bias
+    assert not norm_act_config(8, 5120, "float32", aligned=False).tier.tail
+
+
 def test_several_blocks_per_program_with_strided_rows():
     config = run_norm_act(
         13, 128, torch.float32, norm=Norm.RMS, act=Activation.SILU, residual=True, x_stride=144
@@ -160,7 +183,8 @@ def test_zero_rows_launch_nothing():
 def test_config_rule(uniform):
     tiers = norm_act_tiers("float32")
     # Scale and bias that all rows share (uniform 0) take the shared-operand copies, others the rest.
-    singles = [t for t in tiers if t.aligned and not t.looped and t.shared == (uniform == 0)]
+    # (the head-and-tail tiers apart: each serves one width, tested above)
+    singles = [t for t in tiers if t.aligned and not t.looped and not t.tail and t.shared == (uniform == 0)]
     for tier in singles:
         # An exact tier takes rows of its width; the general one of that width the shorter rows.
         cols = tier.max_cols if tier.exact else tier.max_cols - ALIGN_ELEMENTS

@@ -26,6 +26,7 @@ from graphopt.kernels.launch_rules import (
 )
 from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import (
+    LAYER,
     apply_activation,
     block_stats,
     center,
@@ -107,13 +108,43 @@ def _finish_block(
 
 
 @triton.jit
+def two_piece_block(
+    X, R, W, B, Y, S, row, row_ok, r_base, stride_x, eps, norm, activation, has_scale, has_bias,
+    has_residual, HEAD_N: tl.constexpr, TAIL_N: tl.constexpr,
+):  # fmt: skip
+    """NormAct on a block of rows of exactly HEAD_N + TAIL_N columns, scale and bias shared by all
+    rows, read as two unmasked tiles: no lane holds padding, where one tile of the next power of two
+    would leave up to 3/8 of its lanes idle. The statistics are ``block_stats``'s over both tiles."""
+    cols: tl.constexpr = HEAD_N + TAIL_N
+    head, tail = tl.arange(0, HEAD_N), HEAD_N + tl.arange(0, TAIL_N)
+    # (every column is real: only rows past the end are masked)
+    h_mask, t_mask = row_ok[:, None] & (head < cols)[None, :], row_ok[:, None] & (tail < cols)[None, :]
+    x_row, r_row, y_row = row[:, None] * stride_x, r_base[:, None], row[:, None] * cols
+    xh = load_sum(X, R, S, x_row + head, r_row + head, y_row + head, h_mask, has_residual, True)
+    xt = load_sum(X, R, S, x_row + tail, r_row + tail, y_row + tail, t_mask, has_residual, True)
+    inv = 1.0 / cols
+    pivot = tl.where(norm == LAYER, tl.sum(xh * inv, axis=1) + tl.sum(xt * inv, axis=1), 0.0)
+    xh, xt = xh - pivot[:, None], xt - pivot[:, None]
+    mean = tl.where(norm == LAYER, (tl.sum(xh, axis=1) + tl.sum(xt, axis=1)) * inv, 0.0)
+    variance = (tl.sum(xh * xh, axis=1) + tl.sum(xt * xt, axis=1)) * inv - mean * mean
+    rstd = tl.math.rsqrt(variance + tl.cast(eps, tl.float32))
+    storage = Y.dtype.element_ty
+    scale, bias = load_affine(W, B, head, head < cols, has_scale, has_bias)
+    y = normalize_activate(xh - mean[:, None], rstd, scale, bias, activation, storage)
+    tl.store(Y + y_row + head, y.to(storage), mask=h_mask)
+    scale, bias = load_affine(W, B, tail, tail < cols, has_scale, has_bias)
+    y = normalize_activate(xt - mean[:, None], rstd, scale, bias, activation, storage)
+    tl.store(Y + y_row + tail, y.to(storage), mask=t_mask)
+
+
+@triton.jit
 def norm_act_kernel(
     X, R, W, B, Y, S,
     rows, cols, stride_x, stride_r,
     eps, norm, activation, has_scale, has_bias, has_residual,
     w_inner, w_groups, b_inner, b_groups, r_inner, r_groups,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ITERS: tl.constexpr, LOOPED: tl.constexpr,
-    EVEN: tl.constexpr, SHARED: tl.constexpr = False,
+    EVEN: tl.constexpr, SHARED: tl.constexpr = False, TAIL_N: tl.constexpr = 0,
 ):  # fmt: skip
     if SHARED:
         # Every row reads the one scale and bias row (the launcher chose this variant for group
@@ -126,7 +157,12 @@ def norm_act_kernel(
     row_ok = row < rows
     # Row offsets into R; scale and bias rows are picked where they are applied (``normalize_rows``).
     r_base = operand_rows(row, r_inner, r_groups, rows) * stride_r
-    if not LOOPED:
+    if TAIL_N > 0:
+        two_piece_block(
+            X, R, W, B, Y, S, row, row_ok, r_base, stride_x, eps, norm, activation, has_scale, has_bias,
+            has_residual, BLOCK_N, TAIL_N,
+        )  # fmt: skip
+    elif not LOOPED:
         col_ok = offs < cols
         mask = row_ok[:, None] & col_ok[None, :]
         x_off, r_off, y_off = (
@@ -238,11 +274,24 @@ _UNALIGNED_SHAPES = ((1024, 2, 4),)
 # on a multiprocessor instead of one: through the C++ launcher on an H100, fp32 D = 5120 447 -> 268 µs,
 # D = 8192 523 -> 357, bf16 D = 5120 225 -> 187 (bench/results/2026-11-27-h100f). The looped tier
 # keeps no such copy: its shared-operand variant took 715 µs at fp32 D = 12288, the general one 602.
+# Widths of two powers of two that a head and a tail tile serve faster than the padded block,
+# (head, tail, block_m, num_warps), measured on an H100 against the masked tier at 16384 rows
+# (LayerNorm + GELU): fp32 5120 227 against 262 µs, torch.compile 259 (2026-11-27-h100f); 16-bit 1536
+# and 3072 8-10% faster (2026-11-27-h100c/widths_candidates_two_piece.json). Elsewhere the two tiles
+# measured no faster (fp32 384; 16-bit 384-1280, 2560, bf16 5120). Shared operands only.
+_TWO_PIECE = {4: ((4096, 1024, 1, 8),), 2: ((1024, 512, 1, 2), (2048, 1024, 1, 4))}
+
+
 def _tiers(size: int) -> tuple[Tier, ...]:
     aligned = row_tiers(
         _ROW_SHAPES[size], loop=_LOOP[size], aligned=True, exact=_EXACT_SHAPES[size], shared={}
     )
+    two_piece = tuple(
+        Tier(head + tail, m, head, w, exact=True, shared=True, tail=tail)
+        for head, tail, m, w in _TWO_PIECE[size]
+    )
     return (
+        *two_piece,  # (each serves its one width, ahead of the padded tier that would also take it)
         *(tier for tier in aligned if not (tier.shared and tier.looped)),
         *row_tiers(_UNALIGNED_SHAPES, loop=(2048, 4), aligned=False),
     )
@@ -293,7 +342,7 @@ def launch_norm_act(
         int(scale is not None), int(bias is not None), int(has_residual),
         *map(int, (*scale_rows, *bias_rows, *residual_rows)),
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, ITERS=tier.iters, LOOPED=tier.looped,
-        EVEN=tier.exact, SHARED=tier.shared, num_warps=tier.num_warps,
+        EVEN=tier.exact, SHARED=tier.shared, TAIL_N=tier.tail, num_warps=tier.num_warps,
     )  # fmt: skip
     return config
 
@@ -311,5 +360,5 @@ _AOT_ARGS = (
 AOT_KERNEL = KernelSpec(
     "NormAct", norm_act_kernel, _AOT_ARGS,
     ("X", "R", "W", "B", "Y", "S", "cols", "stride_x", "stride_r"), norm_act_tiers,
-    ("BLOCK_M", "BLOCK_N", "ITERS", "LOOPED", "EVEN", "SHARED"),
+    ("BLOCK_M", "BLOCK_N", "ITERS", "LOOPED", "EVEN", "SHARED", "TAIL_N"),
 )  # fmt: skip
