@@ -110,6 +110,8 @@ def test_shapes_and_paths(rows, cols, expect):
         (2, 5120, torch.float32, Norm.RMS, False, 5136),  # strided rows
         (5, 1536, torch.bfloat16, Norm.LAYER, True, None),  # 1024 + 512
         (2, 3072, torch.float16, Norm.LAYER, False, None),  # 2048 + 1024
+        (2, 12288, torch.float32, Norm.LAYER, True, None),  # 8192 + 4096
+        (2, 12288, torch.float32, Norm.RMS, True, 12304),
     ],
 )
 def test_rows_read_as_a_head_and_a_tail_tile(rows, cols, dtype, norm, residual, x_stride):
@@ -124,6 +126,7 @@ def test_a_head_and_tail_tier_serves_only_its_width_and_shared_operands():
         assert not norm_act_config(8, cols, "float32").tier.tail
     assert not norm_act_config(8, 5120, "float32", uniform=1).tier.tail  # per-row scale or bias
     assert not norm_act_config(8, 5120, "float32", aligned=False).tier.tail
+    assert norm_act_config(8, 12288, "bfloat16").tier.looped  # (16-bit rows of 12288 measured faster so)
 
 
 def test_several_blocks_per_program_with_strided_rows():

@@ -274,12 +274,13 @@ _UNALIGNED_SHAPES = ((1024, 2, 4),)
 # on a multiprocessor instead of one: through the C++ launcher on an H100, fp32 D = 5120 447 -> 268 µs,
 # D = 8192 523 -> 357, bf16 D = 5120 225 -> 187 (bench/results/2026-11-27-h100f). The looped tier
 # keeps no such copy: its shared-operand variant took 715 µs at fp32 D = 12288, the general one 602.
-# Widths of two powers of two that a head and a tail tile serve faster than the padded block,
-# (head, tail, block_m, num_warps), measured on an H100 against the masked tier at 16384 rows
-# (LayerNorm + GELU): fp32 5120 227 against 262 µs, torch.compile 259 (2026-11-27-h100f); 16-bit 1536
-# and 3072 8-10% faster (2026-11-27-h100c/widths_candidates_two_piece.json). Elsewhere the two tiles
-# measured no faster (fp32 384; 16-bit 384-1280, 2560, bf16 5120). Shared operands only.
-_TWO_PIECE = {4: ((4096, 1024, 1, 8),), 2: ((1024, 512, 1, 2), (2048, 1024, 1, 4))}
+# Widths of two powers of two that a head and a tail tile serve faster than the padded block or the
+# looped tier, (head, tail, block_m, num_warps), measured on an H100 at 16384 rows (LayerNorm + GELU,
+# bench/results/2026-11-27-h100f), in both runtimes: fp32 5120 263 -> 229 µs and 12288 713 -> 536 µs
+# (1.01x a copy; torch.compile 260 and 611), 16-bit 1536 and 3072 11-18% faster. Not faster elsewhere:
+# fp32 384, 16-bit 384-1280 and 2560 (2026-11-27-h100c), 16-bit 5120 (within 4%) and 12288 (2-10%
+# slower than the looped tier). Shared operands only.
+_TWO_PIECE = {4: ((4096, 1024, 1, 8), (8192, 4096, 1, 16)), 2: ((1024, 512, 1, 2), (2048, 1024, 1, 4))}
 
 
 def _tiers(size: int) -> tuple[Tier, ...]:
