@@ -38,8 +38,9 @@ def shape_calls(xs, w, b, ys, block_m: int, num_warps: int, iters: int, exact: b
     def call(i):
         norm_act_kernel[grid](
             xs[i], xs[i], w, b, ys[i], ys[i], rows, cols, cols, 0, 1e-5,
-            int(Norm.LAYER), int(Activation.GELU), 1, 1, 0,
-            BLOCK_M=block_m, BLOCK_N=cols, ITERS=iters, LOOPED=False, EVEN=exact, num_warps=num_warps,
+            int(Norm.LAYER), int(Activation.GELU), 1, 1, 0, 1, 1, 1, 1, 1, rows,
+            BLOCK_M=block_m, BLOCK_N=cols, ITERS=iters, LOOPED=False, EVEN=exact, SHARED=True,
+            num_warps=num_warps,
         )  # fmt: skip
 
     return [lambda i=i: call(i) for i in range(len(xs))]
