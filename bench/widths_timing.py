@@ -76,15 +76,18 @@ class GraphTimer:
     def capture(calls: Sequence[Call], *, stream=None, relaxed: bool = False):
         """(graph, what the first call returned during capture: the graph's output tensors for it).
         ``relaxed``: ONNX Runtime's runs make CUDA calls that the default mode refuses during capture
-        (its allocator's bookkeeping) though they put nothing on the stream."""
+        (its allocator's bookkeeping) though they put nothing on the stream.
+
+        Every call's result is held until the capture ends: a call that allocates its output (as
+        torch.compile's does) then writes a buffer of its own, as the preallocated outputs of
+        graphopt's calls and of the copies are. Dropped, each output's memory went to the next call,
+        so every replayed call wrote the same buffer, which could stay in L2."""
         graph = torch.cuda.CUDAGraph()
         mode = "relaxed" if relaxed else "global"
         with torch.cuda.graph(graph, stream=stream, capture_error_mode=mode):
-            first = calls[0]()
-            for call in calls[1:]:
-                call()
+            results = [call() for call in calls]
         torch.cuda.synchronize()
-        return graph, first
+        return graph, results[0]
 
     def replay_us(self, graph, calls: int) -> float:
         graph.replay()  # (the first replay uploads the graph)
