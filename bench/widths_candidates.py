@@ -5,9 +5,10 @@
   power of two as today, but other rows per program and warps than the tier's.
 - ``two_piece`` (NormAct): a width D = 2^a + 2^b (every 3 * 2^k and 5 * 2^k: 384, 640, 768, 1280,
   1536, 2560, 3072, 5120) read as two exact power-of-two blocks, a head of 2^a columns and a tail
-  of 2^b, so no lane is masked off and no register holds padding. Triton's ``tl.arange`` takes only
-  power-of-two lengths, so a non-power-of-two row cannot be one block; at D = 768 the padded block
-  leaves a quarter of the lanes idle, at 1280, 2560 and 5120 three eighths.
+  of 2^b, so no lane is masked off and no register holds padding (the kernel's head-and-tail path,
+  which the tiers of ``Tier.tail`` take). Triton's ``tl.arange`` takes only power-of-two lengths, so
+  a non-power-of-two row cannot be one block; at D = 768 the padded block leaves a quarter of the
+  lanes idle, at 1280, 2560 and 5120 three eighths.
 
 Shapes are chosen by one rule for every width: values per thread = rows per program * block
 columns / threads, kept near 16 (the shipped tiers' own rule of thumb) and within 8 to 32.
@@ -18,54 +19,11 @@ from __future__ import annotations
 import math
 
 import triton
-import triton.language as tl
 
 from graphopt.fused import Activation, Norm
-from graphopt.fused.norm_act.triton_kernel import load_sum, norm_act_kernel
+from graphopt.fused.norm_act.triton_kernel import norm_act_kernel
 from graphopt.fused.norm_act_linear.triton_kernel import norm_act_linear_kernel
 from graphopt.kernels.launch_rules import Tier
-from graphopt.kernels.row_norm import LAYER, load_affine, normalize_activate
-
-EARLY_AFFINE_COLS = tl.constexpr(1024)  # as NormAct: short rows load scale and bias with the row
-
-
-@triton.jit
-def two_piece_norm_act_kernel(
-    X, R, W, B, Y, S, rows, eps, norm, activation, has_scale, has_bias, has_residual,
-    BLOCK_M: tl.constexpr, HEAD_N: tl.constexpr, TAIL_N: tl.constexpr, EARLY: tl.constexpr,
-):  # fmt: skip
-    """NormAct on contiguous rows of exactly HEAD_N + TAIL_N columns, shared scale and bias: the
-    head and tail are separate unmasked tiles; the statistics sum over both (as ``block_stats``,
-    around the row's plain mean)."""
-    cols = HEAD_N + TAIL_N
-    pid = tl.program_id(0).to(tl.int64)
-    row = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = row < rows
-    head = tl.arange(0, HEAD_N)
-    tail = HEAD_N + tl.arange(0, TAIL_N)
-    # Only rows past the end are masked: every column is real.
-    h_mask = row_ok[:, None] & (head < cols)[None, :]
-    t_mask = row_ok[:, None] & (tail < cols)[None, :]
-    h_off, t_off = row[:, None] * cols + head, row[:, None] * cols + tail
-    if EARLY:
-        h_scale, h_bias = load_affine(W, B, head, head < cols, has_scale, has_bias)
-        t_scale, t_bias = load_affine(W, B, tail, tail < cols, has_scale, has_bias)
-    xh = load_sum(X, R, S, h_off, h_off, h_off, h_mask, has_residual, True)
-    xt = load_sum(X, R, S, t_off, t_off, t_off, t_mask, has_residual, True)
-    inv = 1.0 / cols
-    pivot = tl.where(norm == LAYER, tl.sum(xh * inv, axis=1) + tl.sum(xt * inv, axis=1), 0.0)
-    sh, st = xh - pivot[:, None], xt - pivot[:, None]
-    mean = tl.where(norm == LAYER, (tl.sum(sh, axis=1) + tl.sum(st, axis=1)) * inv, 0.0)
-    variance = (tl.sum(sh * sh, axis=1) + tl.sum(st * st, axis=1)) * inv - mean * mean
-    rstd = tl.math.rsqrt(variance + tl.cast(eps, tl.float32))
-    if not EARLY:
-        h_scale, h_bias = load_affine(W, B, head, head < cols, has_scale, has_bias)
-        t_scale, t_bias = load_affine(W, B, tail, tail < cols, has_scale, has_bias)
-    storage = Y.dtype.element_ty
-    yh = normalize_activate(sh - mean[:, None], rstd, h_scale, h_bias, activation, storage)
-    tl.store(Y + h_off, yh.to(storage), mask=h_mask)
-    yt = normalize_activate(st - mean[:, None], rstd, t_scale, t_bias, activation, storage)
-    tl.store(Y + t_off, yt.to(storage), mask=t_mask)
 
 
 def two_pieces(d: int) -> tuple[int, int] | None:
@@ -88,7 +46,9 @@ def shapes(block_cols: int, count: int, skip: tuple[int, int] | None = None) -> 
     return [(m, w) for _, m, w in sorted(found)[:count]]
 
 
-def _norm_act_masked(data, at, m, w, n, exact):
+def _norm_act_masked(data, at, m, w, n, exact, tail=0):
+    """NormAct's kernel on blocks of m rows of n columns (with ``tail``: a head of n columns and a
+    tail tile, the kernel's head-and-tail path)."""
     c, p, x0 = data.case, data.params, data.inputs[0]["x"]
     rows, d = x0.shape
     grid = (triton.cdiv(rows, m),)
@@ -101,7 +61,7 @@ def _norm_act_masked(data, at, m, w, n, exact):
         norm_act_kernel[grid](
             x, r, w_, b_, out["y"], out.get("sum", out["y"]), rows, d, d, d, c.eps, int(Norm.LAYER), act,
             int(c.affine), int(c.affine), int(c.residual), 1, 1, 1, 1, 1, rows,
-            BLOCK_M=m, BLOCK_N=n, ITERS=1, LOOPED=False, EVEN=exact, num_warps=w,
+            BLOCK_M=m, BLOCK_N=n, ITERS=1, LOOPED=False, EVEN=exact, TAIL_N=tail, num_warps=w,
         )  # fmt: skip
         return tuple(out.values())
 
@@ -129,25 +89,6 @@ def _norm_act_linear_masked(data, at, m, w, n):
     return [lambda i=i: call(i) for i in at]
 
 
-def _two_piece(data, at, m, w, head, tail):
-    c, p, x0 = data.case, data.params, data.inputs[0]["x"]
-    rows = x0.shape[0]
-    grid = (triton.cdiv(rows, m),)
-    act = int(Activation.parse(c.activation))
-
-    def call(i):
-        x, out = data.inputs[i]["x"], data.outputs[i]
-        r = data.inputs[i].get("residual", x)
-        two_piece_norm_act_kernel[grid](
-            x, r, p.get("scale", x), p.get("bias", x), out["y"], out.get("sum", out["y"]), rows, c.eps,
-            int(Norm.LAYER), act, int(c.affine), int(c.affine), int(c.residual),
-            BLOCK_M=m, HEAD_N=head, TAIL_N=tail, EARLY=head + tail <= EARLY_AFFINE_COLS, num_warps=w,
-        )  # fmt: skip
-        return tuple(out.values())
-
-    return [lambda i=i: call(i) for i in at]
-
-
 def candidate_calls(data, at: list[int], current: Tier, count: int = 3) -> dict[str, list]:
     """name -> calls of each candidate for the case (widths up to 8192; none for the looped tier)."""
     d = data.case.D
@@ -164,5 +105,6 @@ def candidate_calls(data, at: list[int], current: Tier, count: int = 3) -> dict[
     pieces = two_pieces(d)
     if pieces and not data.case.linear:
         for m, w in shapes(d, count):
-            found[f"two_piece_m{m}_n{pieces[0]}+{pieces[1]}_w{w}"] = _two_piece(data, at, m, w, *pieces)
+            head, tail = pieces
+            found[f"two_piece_m{m}_n{head}+{tail}_w{w}"] = _norm_act_masked(data, at, m, w, head, True, tail)
     return found

@@ -53,6 +53,20 @@ def block_stats(x, mask, cols, norm, eps, EVEN: tl.constexpr):
 
 
 @triton.jit
+def two_tile_stats(head, tail, norm, eps):
+    """``block_stats`` of whole rows held in two unmasked tiles (a head and a tail of the row, every
+    lane a real column): (shifted head, shifted tail, mean, rstd), the rows less their pivot and the
+    mean of what is left. The caller centers each tile where it applies it: centered earlier, the
+    16-bit tiles took 2-4% longer on an H100 at 1536 and 3072 (one run, a later lease)."""
+    inv_cols = 1.0 / (head.shape[1] + tail.shape[1])
+    pivot = tl.where(norm == LAYER, tl.sum(head * inv_cols, axis=1) + tl.sum(tail * inv_cols, axis=1), 0.0)
+    head, tail = head - pivot[:, None], tail - pivot[:, None]
+    mean = tl.where(norm == LAYER, (tl.sum(head, axis=1) + tl.sum(tail, axis=1)) * inv_cols, 0.0)
+    variance = (tl.sum(head * head, axis=1) + tl.sum(tail * tail, axis=1)) * inv_cols - mean * mean
+    return head, tail, mean, _rstd(variance, eps)
+
+
+@triton.jit
 def _rstd(variance, eps):
     # Inductor passes a Python float as fp64; the statistics are fp32 throughout. The hardware
     # reciprocal square root (relative error below 2^-22, as in PyTorch's CUDA norms) replaces a

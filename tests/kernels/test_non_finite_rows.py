@@ -73,6 +73,23 @@ def test_norm_act_residual_and_long_rows(act):
 
 
 @ACTIVATIONS
+@pytest.mark.parametrize(("cols", "dtype"), [(5120, torch.float32), (1536, torch.bfloat16)], ids=str)
+def test_norm_act_head_and_tail_tiles(act, cols, dtype):
+    """Specials in the head tile and in the tail tile of rows read as two (NormAct's ``Tier.tail``)."""
+    gen = generator("non-finite two tiles", act, cols, dtype)
+    x = poisoned_rows(8, cols, dtype, gen)
+    x[4:] = poisoned_rows(4, cols, dtype, gen, far=cols - 16)[:4]  # rows 4-7: specials in the tail
+    scale, bias = special_columns(cols, dtype, gen)
+    y = torch.empty_like(x)
+    config = launch_norm_act(x, scale, bias, None, y, None, norm=Norm.LAYER, activation=act, eps=1e-5)
+    assert config.tier.tail, config.tier.name
+    ref, _ = NORM_ACT.reference(
+        f64(x), f64(scale), f64(bias), norm="layer", activation=act.attr, epsilon=1e-5, axis=-1
+    )
+    assert_same_specials(f64(y), ref, dtype, f"NormAct two tiles {cols} {act.attr} {dtype}")
+
+
+@ACTIVATIONS
 @pytest.mark.parametrize("cols", [48, 8208])
 def test_norm_act_linear(act, cols):
     """Specials in X's rows (NaN rows of Y) and a norm bias of -inf in one column: act(-inf) is a

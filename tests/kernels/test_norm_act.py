@@ -152,6 +152,7 @@ def test_strided_rows(dtype):
         (2, 1024, "exact_a_s"),
         (3, 8208, "loop_a"),
         (2, 1500, "loop_u"),
+        (2, 5120, "n4096+1024_w8_exact_a_s"),  # a head and a tail tile
     ],
 )
 @pytest.mark.parametrize("residual", [False, True])

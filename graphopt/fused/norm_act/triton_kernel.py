@@ -26,7 +26,6 @@ from graphopt.kernels.launch_rules import (
 )
 from graphopt.kernels.ptx import widen
 from graphopt.kernels.row_norm import (
-    LAYER,
     apply_activation,
     block_stats,
     center,
@@ -36,6 +35,7 @@ from graphopt.kernels.row_norm import (
     masked_by,
     normalize_activate,
     row_pivot,
+    two_tile_stats,
 )
 
 EARLY_AFFINE_COLS = tl.constexpr(1024)  # rows up to this long load scale and bias with the row
@@ -114,7 +114,7 @@ def two_piece_block(
 ):  # fmt: skip
     """NormAct on a block of rows of exactly HEAD_N + TAIL_N columns, scale and bias shared by all
     rows, read as two unmasked tiles: no lane holds padding, where one tile of the next power of two
-    would leave up to 3/8 of its lanes idle. The statistics are ``block_stats``'s over both tiles."""
+    would leave up to 3/8 of its lanes idle."""
     cols: tl.constexpr = HEAD_N + TAIL_N
     head, tail = tl.arange(0, HEAD_N), HEAD_N + tl.arange(0, TAIL_N)
     # (every column is real: only rows past the end are masked)
@@ -122,12 +122,7 @@ def two_piece_block(
     x_row, r_row, y_row = row[:, None] * stride_x, r_base[:, None], row[:, None] * cols
     xh = load_sum(X, R, S, x_row + head, r_row + head, y_row + head, h_mask, has_residual, True)
     xt = load_sum(X, R, S, x_row + tail, r_row + tail, y_row + tail, t_mask, has_residual, True)
-    inv = 1.0 / cols
-    pivot = tl.where(norm == LAYER, tl.sum(xh * inv, axis=1) + tl.sum(xt * inv, axis=1), 0.0)
-    xh, xt = xh - pivot[:, None], xt - pivot[:, None]
-    mean = tl.where(norm == LAYER, (tl.sum(xh, axis=1) + tl.sum(xt, axis=1)) * inv, 0.0)
-    variance = (tl.sum(xh * xh, axis=1) + tl.sum(xt * xt, axis=1)) * inv - mean * mean
-    rstd = tl.math.rsqrt(variance + tl.cast(eps, tl.float32))
+    xh, xt, mean, rstd = two_tile_stats(xh, xt, norm, eps)
     storage = Y.dtype.element_ty
     scale, bias = load_affine(W, B, head, head < cols, has_scale, has_bias)
     y = normalize_activate(xh - mean[:, None], rstd, scale, bias, activation, storage)
