@@ -2,7 +2,7 @@
 
     python bench/probe_norm_act_linear_early.py [--out bench/results/norm_act_linear_early.json]
 
-Where the kernel loads operands in flight with a block's rows (``early_operands``: fp32 per-feature
+Where the kernel loads operands in flight with a block's rows (``EARLY_OPERAND_COLS``: fp32 per-feature
 launches on short rows), every candidate does. For the seed's shape, the per-feature model's and the
 width grid's (K = 4), this times the launch graphopt picks next to the kernel at other (block_m,
 num_warps). Calls walk through enough distinct inputs that none is read from L2
@@ -37,7 +37,6 @@ CELLS = (
 # (block_m, num_warps): short rows (D <= 256) and wider ones
 SHORT_SHAPES = ((1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (4, 2), (8, 2))
 WIDE_SHAPES = ((1, 1), (2, 1), (4, 1), (1, 2), (2, 2), (1, 4), (2, 4))
-DTYPES = (torch.float32, torch.bfloat16)
 MAX_VALUES_PER_THREAD = 128  # larger tiles spill: not worth compiling
 
 
@@ -94,13 +93,14 @@ def probe(dtype, device: Device, timer: GraphTimer, name, n, b, d, k, mode) -> d
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("bench/results/norm_act_linear_early.json"))
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: this probe needs a CUDA GPU", file=sys.stderr)
         return 2
     device, timer = Device(gpu=True), GraphTimer()
     cells = []
-    for dtype in DTYPES:
+    for dtype in (getattr(torch, name) for name in args.dtypes):
         for cell in CELLS:
             result = probe(dtype, device, timer, *cell)
             best = min(result["candidates"].items(), key=lambda kv: kv[1]["us"])

@@ -110,6 +110,10 @@ def test_shapes_and_paths(rows, cols, expect):
         (2, 5120, torch.float32, Norm.RMS, False, 5136),  # strided rows
         (5, 1536, torch.bfloat16, Norm.LAYER, True, None),  # 1024 + 512
         (2, 3072, torch.float16, Norm.LAYER, False, None),  # 2048 + 1024
+        (5, 640, torch.bfloat16, Norm.LAYER, True, None),  # 512 + 128, two rows a program
+        (3, 1280, torch.float16, Norm.RMS, True, 1296),  # 1024 + 256
+        (2, 2560, torch.bfloat16, Norm.LAYER, False, None),  # 2048 + 512
+        (2, 5120, torch.float16, Norm.LAYER, True, None),  # 4096 + 1024
         (2, 12288, torch.float32, Norm.LAYER, True, None),  # 8192 + 4096
         (2, 12288, torch.float32, Norm.RMS, True, 12304),
     ],

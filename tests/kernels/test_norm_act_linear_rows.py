@@ -160,9 +160,9 @@ def test_blockwise_variants_where_every_block_lies_inside_one_feature(dtype, x, 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 8])
 @pytest.mark.parametrize(("d", "linear_bias"), [(128, True), (160, False), (256, True)])
-def test_outputs_around_the_weight_rows_loaded_with_the_row(k, d, linear_bias):
-    """fp32 blockwise launches on short rows load the weight rows of the first four outputs (K >= 4) or
-    of the first (K < 4) with the row, and leave the rest to the per-output loop."""
+def test_every_output_of_blockwise_launches_with_operands_loaded_with_the_row(k, d, linear_bias):
+    """fp32 blockwise launches on short rows load scale and bias with the row (no weight row: see
+    EARLY_OPERAND_COLS), then write the K outputs one by one: each of them is right."""
     lb = (3, 1, k) if linear_bias else None
     case = Case((3, 8, d), k, scale=(3, 1, d), bias=(3, 1, d), weight=(3, k, d), linear_bias=lb)
     tier = run(case, act=Activation.RELU, out_act=Activation.SIGMOID).tier

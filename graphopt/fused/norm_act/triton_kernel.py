@@ -271,11 +271,18 @@ _UNALIGNED_SHAPES = ((1024, 2, 4),)
 # keeps no such copy: its shared-operand variant took 715 µs at fp32 D = 12288, the general one 602.
 # Widths of two powers of two that a head and a tail tile serve faster than the padded block or the
 # looped tier, (head, tail, block_m, num_warps), measured on an H100 at 16384 rows (LayerNorm + GELU,
-# bench/results/2026-11-27-h100f), in both runtimes: fp32 5120 263 -> 229 µs and 12288 713 -> 536 µs
-# (1.01x a copy; torch.compile 260 and 611), 16-bit 1536 and 3072 11-18% faster. Not faster elsewhere:
-# fp32 384, 16-bit 384-1280 and 2560 (2026-11-27-h100c), 16-bit 5120 (within 4%) and 12288 (2-10%
-# slower than the looped tier). Shared operands only.
-_TWO_PIECE = {4: ((4096, 1024, 1, 8), (8192, 4096, 1, 16)), 2: ((1024, 512, 1, 2), (2048, 1024, 1, 4))}
+# before against after in one lease, both runtimes): fp32 5120 263 -> 229 µs and 12288 713 -> 536 µs
+# (1.01x a copy; torch.compile 260 and 611), 16-bit 1536 and 3072 11-18% faster (2026-11-27-h100f);
+# 16-bit 640, 1280, 2560 and 5120 (2026-11-28-h100): fp16 4-9% faster through PyTorch and 9-22%
+# through ONNX Runtime, bf16 through ONNX Runtime 11-31% faster (5120 224 -> 154 µs) and through
+# PyTorch 7% faster at 640, the same at 1280 and 5120, 1.6% slower at 2560 (85.0 against 83.7 µs;
+# 1.2% in an earlier run). Not faster: fp32 384, 16-bit 384 and 768 (2026-11-28-h100/cand16), 16-bit
+# 12288 (2-10% slower than the looped tier). Shared operands only.
+_TWO_PIECE = {
+    4: ((4096, 1024, 1, 8), (8192, 4096, 1, 16)),
+    2: ((512, 128, 2, 2), (1024, 256, 1, 2), (1024, 512, 1, 2), (2048, 512, 1, 4), (2048, 1024, 1, 4),
+        (4096, 1024, 1, 8)),
+}  # fmt: skip
 
 
 def _tiers(size: int) -> tuple[Tier, ...]:

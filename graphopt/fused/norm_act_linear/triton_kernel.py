@@ -25,7 +25,6 @@ from graphopt.fused.norm_act.triton_kernel import (
     operand_row,
     operand_rows,
 )
-from graphopt.fused.norm_act_linear.early_operands import EARLY_OPERAND_COLS, early_outputs, early_weights
 from graphopt.kernels.activations import apply_activation
 from graphopt.kernels.kernel_spec import KernelSpec
 from graphopt.kernels.launch_rules import (
@@ -50,6 +49,17 @@ from graphopt.kernels.row_norm import (
 
 # Output columns accumulated together on the looped path (rows longer than one block).
 LOOP_BLOCK_K = tl.constexpr(16)
+# Per-feature operands in fp32, blockwise (one operand row per block), on rows up to this long: scale
+# and bias are loaded in flight with the row, not after its statistics. On an H100, at the per-feature
+# model's launch (N = 128 features of 512 rows, D = 256; bench/results/2026-11-28-h100/early_variants
+# .json) that takes 28.5 µs instead of 33.9 at K = 1 and 35.1 instead of 38.4 at K = 4 as the
+# ahead-of-time kernel runs it (27.4 and 33.5 instead of 31.5 and 36.7 through the JIT). Loading the
+# first output's weight row early too needed 101 registers a thread instead of 87 in the ahead-of-time
+# kernel, which takes K at run time, and took 29.2 and 36.5 µs there (the JIT, which folds K = 1, 26.8
+# at K = 1). Loaded early for shared operands, the seed's K = 1 launch took 8% longer from C++ with a
+# CUDA graph, and for 16-bit per-feature operands K = 4 launches 2-5% longer through PyTorch
+# (bench/results/2026-11-27-h100e).
+EARLY_OPERAND_COLS = tl.constexpr(256)
 
 
 @triton.jit
@@ -154,21 +164,16 @@ def norm_act_linear_kernel(
         mask = row_ok[:, None] & col_ok[None, :]
         r_off, s_off = r_base[:, None] + offs, s_row + offs
         if BLOCKWISE and X.dtype.element_ty == tl.float32 and BLOCK_N <= EARLY_OPERAND_COLS:
-            # One row of each operand serves the block: scale, bias and the weight rows of the first
-            # outputs are loaded in flight with X, not waited for after its sums.
+            # One row of scale and bias serves the block: loaded in flight with X, not waited for
+            # after its sums.
             w_off, _ = _block_group(first, last, w_inner, w_groups, cols, BLOCKWISE)
             b_off, _ = _block_group(first, last, b_inner, b_groups, cols, BLOCKWISE)
             scale, bias = load_affine(W + w_off, B + b_off, offs, col_ok, has_scale, has_bias)
-            w_tile, w_first = early_weights(WL + wl_off, offs, col_ok, cols, out_features)
             x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
             centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
             h = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
             if not EVEN:
                 h = tl.where(mask, h, 0.0)
-            k_start = early_outputs(
-                h, w_tile, w_first, LB + lb_off, has_linear_bias, out_activation, Y, y_row, row_ok,
-                out_features,
-            )  # fmt: skip
         else:
             x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
             centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
@@ -176,10 +181,9 @@ def norm_act_linear_kernel(
                 centered, rstd, W, B, row, offs, col_ok, mask, cols, first, last, has_scale, has_bias,
                 w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty, EVEN, BLOCKWISE,
             )  # fmt: skip
-            k_start = 0
         # One output column at a time: the weight row comes from L1/L2, the product never
         # leaves registers, and a narrow K keeps this loop short.
-        for k in range(k_start, out_features):
+        for k in range(0, out_features):
             acc = _dot_weight_row(
                 h, WL, row, k, cols, offs, col_ok, mask, out_features, wl_inner, wl_groups, wl_off, wl_same
             )
