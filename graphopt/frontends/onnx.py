@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 
 from ..errors import BadInput
+from ..fused.spec import DOMAIN as FUSED_DOMAIN
 from ..ir import DType, Graph, GraphError, Op, Shape, Tensor, Value, opaque_name
 from .onnx_evaluate import evaluate_onnx_node
 from .onnx_infer import infer_onnx_node
@@ -47,6 +48,10 @@ def from_onnx(
         check_model_proto(model, where)
         if base is not None:
             check_external_data(model, base, where)
+    if any(f.domain == FUSED_DOMAIN for f in model.functions):
+        from ..fused.onnx_own_functions import check_own_functions  # (the fallback builders: only here)
+
+        check_own_functions(model, where)
     model, upgrade_note = upgrade_old_opset(model, where)
     types, inference_problem = _infer_types(model)
     onnx_graph = model.graph

@@ -23,7 +23,7 @@ from graphopt.fused.spec import DOMAIN, DOMAIN_VERSION
 log = logging.getLogger(__name__)
 
 OVERLOAD_IR_VERSION = 10
-_OPS = {op.name: op for op in FUSED_OPS}
+FUSED_OP_BY_NAME = {op.name: op for op in FUSED_OPS}
 
 
 def overload_name(variant: Variant) -> str:
@@ -33,7 +33,7 @@ def overload_name(variant: Variant) -> str:
     Optional ports are named in the op's order, inputs then outputs: a node that adds a residual
     and returns the sum has ``..._residual_residualsum``.
     """
-    op = _OPS[variant.op_name]
+    op = FUSED_OP_BY_NAME[variant.op_name]
     parts = [op.attribute(name).spell(value) for name, value in variant.attrs]
     parts += [p.name.lower() for p in (*op.inputs, *op.outputs) if p.optional and p.name in variant.present]
     if variant.opset < CAST_LIKE_OPSET:
@@ -43,7 +43,7 @@ def overload_name(variant: Variant) -> str:
 
 def variant_of(node: onnx.NodeProto, opset: int, elem_type: int | None = None) -> Variant:
     """The variant a graphopt node calls for, reading absent attributes as the spec's defaults."""
-    op = _OPS[node.op_type]
+    op = FUSED_OP_BY_NAME[node.op_type]
     names = {a.name for a in op.attributes}
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name in names}
     attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
@@ -65,7 +65,7 @@ def variant_of(node: onnx.NodeProto, opset: int, elem_type: int | None = None) -
 
 def build_function(variant: Variant) -> onnx.FunctionProto:
     """The FunctionProto of one variant, in domain ``graphopt``, with its overload name."""
-    op = _OPS[variant.op_name]
+    op = FUSED_OP_BY_NAME[variant.op_name]
     nodes, outputs = decompose(variant)
     function = helper.make_function(
         DOMAIN,
@@ -88,17 +88,17 @@ def attach_functions(model: onnx.ModelProto) -> None:
     needed. Running it again changes nothing.
     """
     register_onnx_schemas()
-    opset = _default_opset(model)
-    nodes = list(_graphopt_nodes(model))
+    opset = default_opset(model)
+    nodes = list(graphopt_nodes(model))
     if not nodes:
         return
-    elem_types = _input_elem_types(model) if opset < CAST_LIKE_OPSET else {}
+    elem_types = input_elem_types(model) if opset < CAST_LIKE_OPSET else {}
     existing = {(f.domain, f.name, f.overload) for f in model.functions}
     added = 0
     variants: dict[tuple, tuple[Variant, str]] = {}  # (thousands of nodes, a few variants)
     for node in nodes:
         elem_type = elem_types.get(node.input[0])
-        key = _variant_key(node, elem_type)
+        key = variant_key(node, elem_type)
         if key not in variants:
             variant = variant_of(node, opset, elem_type)
             variants[key] = (variant, overload_name(variant))
@@ -116,7 +116,7 @@ def attach_functions(model: onnx.ModelProto) -> None:
     log.debug("attached fallback functions: %d graphopt nodes, %d functions added", len(nodes), added)
 
 
-def _variant_key(node: onnx.NodeProto, elem_type: int | None) -> tuple:
+def variant_key(node: onnx.NodeProto, elem_type: int | None) -> tuple:
     """All that ``variant_of`` reads of a node (and more): nodes with equal keys have one variant."""
     return (
         node.op_type,
@@ -127,7 +127,7 @@ def _variant_key(node: onnx.NodeProto, elem_type: int | None) -> tuple:
     )
 
 
-def _default_opset(model: onnx.ModelProto) -> int:
+def default_opset(model: onnx.ModelProto) -> int:
     for opset in model.opset_import:
         if opset.domain in ("", "ai.onnx"):
             return opset.version
@@ -158,15 +158,15 @@ def _walk(nodes) -> Iterator[onnx.NodeProto]:
                     yield from _walk(graph.node)
 
 
-def _graphopt_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
+def graphopt_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
     bodies = [model.graph.node] + [f.node for f in model.functions if f.domain != DOMAIN]
     for body in bodies:
         for node in _walk(body):
-            if node.domain == DOMAIN and node.op_type in _OPS:
+            if node.domain == DOMAIN and node.op_type in FUSED_OP_BY_NAME:
                 yield node
 
 
-def _input_elem_types(model: onnx.ModelProto) -> dict[str, int]:
+def input_elem_types(model: onnx.ModelProto) -> dict[str, int]:
     """Element type of every typed value, after shape inference (needed below opset 15 only)."""
     typed = onnx.ModelProto()
     typed.CopyFrom(model)

@@ -80,6 +80,19 @@ def input_specs(
 ) -> dict[str, tuple[DType, tuple[int, ...]]]:
     """Concrete (dtype, shape) for every graph input; one size per symbolic dim name."""
     overrides = dict(overrides or {})
+    by_name = {value.name: value for value in graph.inputs}
+    for name, sizes in overrides.items():
+        value = by_name.get(name)
+        if value is None:
+            known = ", ".join(repr(n) for n in by_name) or "none"
+            raise ValueError(
+                f"--input-shape names {name!r}, which is not an input of the model (its inputs: {known})"
+            )
+        if value.shape is not None and len(sizes) != len(value.shape):
+            raise ValueError(
+                f"--input-shape gives input {name!r} {len(sizes)} dims ({'x'.join(map(str, sizes))}); "
+                f"the model declares {len(value.shape)} ({list(value.shape)})"
+            )
     symbols: dict[str, int] = {}
     for value in graph.inputs:
         if value.name in overrides and value.shape is not None:

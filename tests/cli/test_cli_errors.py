@@ -2,6 +2,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import onnx
 import pytest
 
 from models import bad_inputs
@@ -81,3 +82,16 @@ def test_bad_input_shape_option(tmp_path):
     model = tmp_path / "m.onnx"
     model.write_bytes(SEED_MODEL.read_bytes())
     assert_bad_input(graphopt("optimize", model, "--input-shape", "x:1xq"), "expected NAME:DIMxDIM")
+
+
+def test_an_input_shape_for_no_input_of_the_model_or_of_another_rank(tmp_path):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(SEED_MODEL.read_bytes())
+    name = onnx.load(model).graph.input[0].name
+
+    unknown = graphopt("optimize", model, "-o", tmp_path / "a.onnx", "--input-shape", "foo:1x2")
+    rank = graphopt("optimize", model, "-o", tmp_path / "b.onnx", "--input-shape", f"{name}:2x3")
+
+    assert_bad_input(unknown, "--input-shape names 'foo', which is not an input of the model", repr(name))
+    assert_bad_input(rank, f"gives input {name!r} 2 dims (2x3); the model declares 1")
+    assert not (tmp_path / "a.onnx").exists() and not (tmp_path / "b.onnx").exists()
