@@ -323,6 +323,9 @@ def bench(
     else:
         import onnx
 
+        from graphopt.frontends.onnx_read import read_onnx
+
+        read_onnx(path)  # (its checks first: a damaged file, external data that is not the model's own)
         onnx_model = onnx.load(path)
         if dtype is not None:
             raise BadInput(

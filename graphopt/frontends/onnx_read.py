@@ -157,11 +157,18 @@ def check_external_data(
             continue
         info = _external_info(tensor, where)
         location = info.get("location", "")
-        file = (base_dir / location).resolve()
-        if not location or Path(location).is_absolute() or ".." in Path(location).parts:
+        if not location or "\0" in location or Path(location).is_absolute() or ".." in Path(location).parts:
             raise BadInput(
                 f"{where}: tensor {tensor.name!r} names external data {location!r}; "
                 "expected a file beside the model"
+            )
+        folder = base_dir.resolve()
+        file = (base_dir / location).resolve()
+        if not file.is_relative_to(folder):
+            # (a symbolic link beside the model that leads elsewhere: the data must be the model's own)
+            raise BadInput(
+                f"{where}: tensor {tensor.name!r} keeps its data in {location!r}, which leads outside the "
+                f"model's folder (to {str(file)!r}); expected a file beside the model"
             )
         if not file.is_file():
             raise BadInput(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import BadInput
 from .onnx_read import check_file
+from .pt2_expressions import check_size_expressions
 from .pt2_pickles import check_no_pickles
 
 log = logging.getLogger(__name__)
@@ -66,14 +67,34 @@ def _check_archive(path: Path) -> bool:
                     f"{path} is a PT2 archive without an exported program (an AOTInductor package?); "
                     f"{EXPECTED}"
                 )
+            _check_inflation(path, archive)
             bad = archive.testzip()
             if bad is not None:
                 raise BadInput(f"{path} is corrupt: {bad!r} fails its checksum; {EXPECTED}")
             check_no_pickles(path, archive)
+            check_size_expressions(path, archive)
             return any(marker in archive.read(n) for n in models for marker in FUSED_MARKERS)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as error:
         # (NotImplementedError: a damaged header names a compression method zipfile does not have)
         raise BadInput(f"{path} is a damaged zip archive ({error}); {EXPECTED}") from None
+
+
+# An entry that inflates past this many bytes, at more than this ratio to its stored size, is taken for
+# a zip bomb: torch.export.save stores every entry uncompressed, and an archive recompressed by another
+# tool gets ratios far below this (its JSON some 10-30) unless a large tensor is all one value.
+BOMB_BYTES = 256 << 20
+BOMB_RATIO = 200
+
+
+def _check_inflation(path: Path, archive: zipfile.ZipFile) -> None:
+    """Raises BadInput for an entry that would inflate far beyond its stored bytes (the checks below
+    and torch read entries whole)."""
+    for info in archive.infolist():
+        if info.file_size > BOMB_BYTES and info.file_size > BOMB_RATIO * max(info.compress_size, 1):
+            raise BadInput(
+                f"{path}: entry {info.filename!r} inflates to {info.file_size / 2**30:.1f} GiB from "
+                f"{info.compress_size / 2**20:.1f} MiB (a zip bomb?); {EXPECTED}"
+            )
 
 
 def _register_fused_ops() -> None:
