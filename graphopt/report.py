@@ -118,11 +118,14 @@ _LIBRARIES = {
 
 
 def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
-    """Prints the report's tables on a rich Console."""
+    """Prints the report's tables on a rich Console. What comes from the model (names, op types, the
+    notes and reasons that quote them) is shown as printable text, its markup escaped."""
     from rich.table import Table
 
+    from .printable import rich_text
+
     # Titles are lines of their own: a table's title wraps at the table's width, however long the path.
-    console.print(f"graphopt: {report.source}", soft_wrap=True, highlight=False)
+    console.print(f"graphopt: {rich_text(report.source)}", soft_wrap=True, highlight=False)
     passes = Table()
     for column in ("pass", "rule", "count", "nodes", "ms"):
         passes.add_column(column, justify="right" if column in ("count", "ms") else "left")
@@ -133,7 +136,7 @@ def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
             first = i == 0
             passes.add_row(
                 step.name if first else "",
-                rule,
+                rich_text(rule),
                 str(count) if count else "",
                 nodes if first else "",
                 f"{step.seconds * 1e3:.1f}" if first else "",
@@ -147,7 +150,7 @@ def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
     for name in sorted(set(report.ops_before) | set(report.ops_after), key=op_display_name):
         before, after = report.ops_before.get(name, 0), report.ops_after.get(name, 0)
         if before != after:
-            ops.add_row(op_display_name(name), str(before), str(after))
+            ops.add_row(rich_text(op_display_name(name), NAME_LIMIT), str(before), str(after))
     ops.add_row("[bold]total[/bold]", str(report.nodes_before), str(report.nodes_after))
     console.print(ops)
     if report.nodes_written is not None:
@@ -163,7 +166,7 @@ def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
         for column in ("rule", "node", "reason"):
             table.add_column(column)
         for miss in misses[:near_miss_limit]:
-            table.add_row(miss.rule, miss.node, miss.reason)
+            table.add_row(rich_text(miss.rule), rich_text(miss.node, NAME_LIMIT), rich_text(miss.reason))
         if len(misses) > near_miss_limit:
             table.add_row("…", f"{len(misses) - near_miss_limit} more", "see --report-json")
         console.print(table)
@@ -176,11 +179,15 @@ def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
     if report.verification is not None:
         v = report.verification
         status = "[green]outputs match[/green]" if v.get("ok") else "[red]OUTPUTS DIFFER[/red]"
-        console.print(f"numeric check: {status} ({v.get('summary', '')})")
+        console.print(f"numeric check: {status} ({rich_text(v.get('summary', ''))})")
     for note in report.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {rich_text(note)}")
     if report.output:
-        console.print(f"wrote {report.output}")
+        console.print(f"wrote {rich_text(report.output)}")
+
+
+# Names longer than this are cut in the tables (the JSON report keeps them whole).
+NAME_LIMIT = 200
 
 
 def op_display_name(op: str) -> str:

@@ -6,6 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from graphopt.files.atomic import atomic_target, write_text_atomic
+from graphopt.printable import printable
+
 
 def table(result: dict[str, Any]) -> str:
     rows = result["rows"]
@@ -14,12 +17,18 @@ def table(result: dict[str, Any]) -> str:
         f"{'row':<48} {'model':<13} {'start-to-finish µs':>18} {'noise ±':>8} {'GPU µs':>9} {'vs first':>8} "
         f"{'max abs err':>11}"
     )
-    inputs = ", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in result.get("inputs", {}).items())
-    lines = [f"{result['model']} on {result['device']} ({result['date']}); inputs: {inputs}", header]
+    # (input names and runtime errors come from the model: shown with their control characters escaped)
+    inputs = ", ".join(
+        f"{printable(k, 200)} {v['dtype']}{v['shape']}" for k, v in result.get("inputs", {}).items()
+    )
+    lines = [
+        f"{printable(result['model'])} on {result['device']} ({result['date']}); inputs: {inputs}",
+        header,
+    ]
     lines.append("-" * len(header))
     for row in rows:
         if row["error"]:
-            lines.append(f"{row['variant']:<48} {row['model']:<13} {row['error']}")
+            lines.append(f"{row['variant']:<48} {row['model']:<13} {printable(row['error'])}")
             continue
         s2f, gpu, error = row["start_to_finish_us"], row["gpu_us"], row["max_abs_error"]
         ratio = f"{first / s2f:.2f}×" if first and s2f else "-"
@@ -35,10 +44,12 @@ def table(result: dict[str, Any]) -> str:
 
 
 def write(result: dict[str, Any], folder: Path, stem: str) -> list[Path]:
+    """The record, table and chart in ``folder``, each written under a temporary name and renamed (a
+    link already at a file's name is replaced, not followed)."""
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / f"{stem}.json", folder / f"{stem}.txt"]
-    written[0].write_text(json.dumps(result, indent=2) + "\n")
-    written[1].write_text(table(result) + "\n")
+    write_text_atomic(written[0], json.dumps(result, indent=2) + "\n")
+    write_text_atomic(written[1], table(result) + "\n")
     chart = chart_png(result["rows"], f"{result['model']} on {result['device']}", folder / f"{stem}.png")
     return written + ([chart] if chart else [])
 
@@ -65,9 +76,10 @@ def chart_png(rows: list[dict], title: str, path: Path) -> Path | None:
     axis.invert_yaxis()
     axis.set_xscale("log")
     axis.set_xlabel("µs per call (log scale)")
-    axis.set_title(title)
+    axis.set_title(printable(title), parse_math=False)
     axis.legend(loc="lower right")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    with atomic_target(path) as temp:
+        figure.savefig(temp, dpi=120, format="png")
     plt.close(figure)
     return path

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from ..errors import BadInput, OutputError, VerificationError
+from ..printable import printable
 
 EXIT_MISMATCH = 1
 EXIT_BAD_INPUT = 2
@@ -55,7 +56,9 @@ def console(*, stderr: bool = False) -> Console:
 
 
 def say_error(message: str) -> None:
-    console(stderr=True).print(message, markup=False, highlight=False, soft_wrap=True)
+    """One line on stderr; what the message quotes from the input (names, runtime messages) shows its
+    control characters as escapes (graphopt.printable)."""
+    console(stderr=True).print(printable(message), markup=False, highlight=False, soft_wrap=True)
 
 
 class Terminated(BaseException):

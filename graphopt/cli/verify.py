@@ -69,6 +69,8 @@ def verify(
         )
 
     verdict = guarded(work)
+    from ..printable import rich_text
+
     if report_json is not None:
         from ..report import versions
 
@@ -76,15 +78,18 @@ def verify(
     if chosen > QUIET:
         tables.print(verdict_table(verdict))
         if verdict["ok"]:
-            tables.print(f"[green]the models agree[/green] ({verdict['summary']})")
+            tables.print(f"[green]the models agree[/green] ({rich_text(verdict['summary'])})")
         else:
-            tables.print(f"[red]the models differ[/red]: {verdict['summary']}", soft_wrap=True)
+            tables.print(f"[red]the models differ[/red]: {rich_text(verdict['summary'])}", soft_wrap=True)
     if not verdict["ok"]:
         raise typer.Exit(EXIT_MISMATCH)
 
 
 def verdict_table(verdict: dict[str, Any]):
     from rich.table import Table
+
+    from ..printable import rich_text
+    from ..report import NAME_LIMIT
 
     table = Table(title="outputs", title_justify="left")
     for column in ("output", "dtype", "shape", "max abs", "max rel", "rtol", "atol", "ok"):
@@ -95,5 +100,5 @@ def verdict_table(verdict: dict[str, Any]):
         ]
         shape = "x".join(map(str, entry["shape"])) or "scalar"
         mark = "[green]yes[/green]" if entry["ok"] else "[red]no[/red]"
-        table.add_row(entry["name"], entry["dtype"], shape, *numbers, mark)
+        table.add_row(rich_text(entry["name"], NAME_LIMIT), entry["dtype"], shape, *numbers, mark)
     return table

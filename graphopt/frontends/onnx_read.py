@@ -66,6 +66,7 @@ def check_model_proto(model: onnx.ModelProto, where: str) -> list[onnx.TensorPro
             )
     if not model.graph.output:
         raise BadInput(f"{where} has a graph with no outputs; {EXPECTED}")
+    _check_text_fields(model, where)
     check_names(model.graph, where)
     tensors = list(all_tensors(model.graph))
     for tensor in tensors:
@@ -181,6 +182,15 @@ def check_external_data(
                 f"{where}: tensor {tensor.name!r} needs bytes up to {end} of {location!r}, which has "
                 f"{file.stat().st_size}; the external data file is truncated"
             )
+
+
+def _check_text_fields(model: onnx.ModelProto, where: str) -> None:
+    """The model's and the graph's own text (names, doc strings, producer) is UTF-8: protobuf hands a
+    field whose bytes are not back as bytes, which no later step can write out again (see check_names)."""
+    for owner, message in (("model", model), ("graph", model.graph)):
+        for field in ("name", "doc_string", "producer_name", "producer_version", "domain"):
+            if field in message.DESCRIPTOR.fields_by_name and not isinstance(getattr(message, field), str):
+                raise BadInput(f"{where}: the {owner}'s {field} is not UTF-8 text; expected text")
 
 
 def check_names(graph: onnx.GraphProto, where: str) -> None:

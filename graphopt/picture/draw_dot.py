@@ -6,10 +6,12 @@ import importlib.util
 import shutil
 
 from ..dependencies import INSTALL_HINTS
+from ..printable import printable
 from .scene import Box, Scene
 from .style import COLOURS, FONT, legend
 
 NAME = "graphviz"
+LABEL_LIMIT = 200  # characters a label line keeps (dot refuses labels of some 100,000)
 
 
 def missing() -> str | None:
@@ -82,6 +84,10 @@ def _node(box: Box):
 
 
 def _escape(text: str) -> str:
-    """A quoted DOT string: pydot leaves quoting to us, and newlines are DOT's ``\\n``."""
-    body = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A quoted DOT string: pydot leaves quoting to us, and newlines are DOT's ``\\n``. Each line is
+    printable text (control characters as escapes: dot writes them raw into an SVG, which is then no
+    XML), cut to a length dot lays out, and ``&`` is an entity (dot decodes ``&#xD800;`` into bytes no
+    UTF-8 reader takes)."""
+    lines = [printable(line, LABEL_LIMIT).replace("&", "&amp;") for line in text.split("\n")]
+    body = "\n".join(lines).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{body}"'

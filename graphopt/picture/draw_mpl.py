@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+from ..printable import printable
 from .layout import layered
 from .scene import Box, Panel, Scene
 from .style import COLOURS, FONT, legend
@@ -52,10 +53,10 @@ def render(scene: Scene, fmt: str) -> bytes:
         ax.axis("off")
         for i, line in enumerate(scene.header(legend(scene.kinds))):
             size, weight = (11, "bold") if i == 0 else (8.5, None)
-            ax.text(0.3, 0.3 + 0.3 * i, line, fontsize=size, weight=weight, va="top")
+            _text(ax, 0.3, 0.3 + 0.3 * i, line, fontsize=size, weight=weight, va="top")
         y = top + 0.2
         for row, row_measures, height in zip(scene.rows, measured, row_heights, strict=True):
-            ax.text(0.3, y, row.title, fontsize=10, weight="bold", va="top")
+            _text(ax, 0.3, y, row.title, fontsize=10, weight="bold", va="top")
             x = 0.3
             for panel, (places, left, width, _) in zip(row.panels, row_measures, strict=True):
                 _panel(ax, panel, places, x - left * (BOX_W + GAP_X), y)
@@ -71,7 +72,7 @@ def _panel(ax, panel: Panel, places, x: float, y: float) -> None:
     """Draws one panel whose column 0 is at ``x`` and whose title is at ``y``."""
     from matplotlib.patches import FancyArrowPatch
 
-    ax.text(x + min((c for c, _ in places.values()), default=0) * (BOX_W + GAP_X), y + 0.25, panel.title,
+    _text(ax, x + min((c for c, _ in places.values()), default=0) * (BOX_W + GAP_X), y + 0.25, panel.title,
             fontsize=8.5, style="italic", va="top", color="#555555")  # fmt: skip
     centres = {
         key: (x + c * (BOX_W + GAP_X) + BOX_W / 2, y + HEADER + r * (BOX_H + GAP_Y) + BOX_H / 2)
@@ -99,9 +100,15 @@ def _box(ax, box: Box, cx: float, cy: float) -> None:
     )  # fmt: skip
     weight = "bold" if box.kind == "fused" else None
     title_y = cy - 0.08 if box.detail else cy
-    ax.text(cx, title_y, _fit(box.title), ha="center", va="center", fontsize=8, color=text, weight=weight)
+    _text(ax, cx, title_y, _fit(box.title), ha="center", va="center", fontsize=8, color=text, weight=weight)
     if box.detail:
-        ax.text(cx, cy + 0.12, _fit(box.detail), ha="center", va="center", fontsize=6.5, color=text)
+        _text(ax, cx, cy + 0.12, _fit(box.detail), ha="center", va="center", fontsize=6.5, color=text)
+
+
+def _text(ax, x: float, y: float, text: str, **style) -> None:
+    """Text from the model as it reads: control characters as escapes (graphopt.printable, else the SVG
+    is not well-formed XML), and ``$`` as a dollar sign, not the start of a formula."""
+    ax.text(x, y, printable(text), parse_math=False, **style)
 
 
 def _fit(text: str, limit: int = 30) -> str:
