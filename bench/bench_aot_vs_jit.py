@@ -132,6 +132,20 @@ def measure(harness, unspecialized, flags, bandwidth: float, dtype_name: str, co
     return row
 
 
+def record_of(script: str, **fields) -> dict:
+    """A results record: the device, Triton, date and command of this run of ``script``, then ``fields``."""
+    return {"device": torch.cuda.get_device_name(), "triton": triton.__version__,
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "command": f"python bench/{script} " + " ".join(sys.argv[1:]), **fields}  # fmt: skip
+
+
+def save_record(out: Path | None, name: str, record: dict) -> None:
+    """``record`` as OUT/NAME.json (nothing without ``out``)."""
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=CASES, help="DTYPE:COLS, e.g. bfloat16:768")
@@ -146,13 +160,9 @@ def main() -> int:
         dtype_name, cols = case.split(":")
         rows_out.append(measure(harness, unspecialized, flags, bandwidth, dtype_name, int(cols)))
         print(rows_out[-1], flush=True)
-    record = {"device": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": ROWS,
-              "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-              "command": "python bench/bench_aot_vs_jit.py " + " ".join(sys.argv[1:]),
-              "activation": "gelu", "norm": "layer (affine)", "results": rows_out}  # fmt: skip
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{args.name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    record = record_of("bench_aot_vs_jit.py", rows=ROWS, activation="gelu", norm="layer (affine)",
+                       results=rows_out)  # fmt: skip
+    save_record(args.out, args.name, record)
     return 0
 
 

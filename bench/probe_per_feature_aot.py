@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime
 import json
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch
 import triton
 
-from bench.bench_aot_vs_jit import DTYPES, F32, I32, I64, U64, build_harness
+from bench.bench_aot_vs_jit import DTYPES, F32, I32, I64, U64, build_harness, record_of, save_record
 from bench.widths_timing import Device, GraphTimer, copy_buffers, copy_calls
 from graphopt.fused import Activation, Norm
 from graphopt.fused.norm_act_linear import triton_kernel as module
@@ -129,14 +128,8 @@ def main() -> int:
             for kind in ("seed", "shared_affine", "per_feature"):
                 results.append(probe(harness, dtype_name, kind, k, device, timer))
             print(json.dumps(results[-1]), flush=True)
-    record = {"device": torch.cuda.get_device_name(), "triton": triton.__version__,
-              "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-              "command": "python bench/probe_per_feature_aot.py " + " ".join(sys.argv[1:]),
-              "shape": {"N": N, "B": B, "D": D, "activation": "tanh", "out_activation": "relu"},
-              "results": results}  # fmt: skip
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{args.name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    shape = {"N": N, "B": B, "D": D, "activation": "tanh", "out_activation": "relu"}
+    save_record(args.out, args.name, record_of("probe_per_feature_aot.py", shape=shape, results=results))
     return 0
 
 

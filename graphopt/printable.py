@@ -15,6 +15,9 @@ import re
 # C0 controls, DEL and C1 controls; line and paragraph separators; the bidirectional overrides and
 # isolates, which reorder what a reader sees.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Characters a name keeps in a table, a text file or a picture's label (the JSON report keeps it whole;
+# dot refuses labels of some 100,000).
+NAME_LIMIT = 200
 # Lone surrogates, which no UTF-8 stream can hold.
 _SURROGATES = re.compile("[\ud800-\udfff]")
 

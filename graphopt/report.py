@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .pipeline import PassReport
+from .printable import NAME_LIMIT, rich_text
 
 
 @dataclass
@@ -122,8 +123,6 @@ def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
     notes and reasons that quote them) is shown as printable text, its markup escaped."""
     from rich.table import Table
 
-    from .printable import rich_text
-
     # Titles are lines of their own: a table's title wraps at the table's width, however long the path.
     console.print(f"graphopt: {rich_text(report.source)}", soft_wrap=True, highlight=False)
     passes = Table()
@@ -184,10 +183,6 @@ def render(report: Report, console, *, near_miss_limit: int = 20) -> None:
         console.print(f"note: {rich_text(note)}")
     if report.output:
         console.print(f"wrote {rich_text(report.output)}")
-
-
-# Names longer than this are cut in the tables (the JSON report keeps them whole).
-NAME_LIMIT = 200
 
 
 def op_display_name(op: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from graphopt.files.atomic import atomic_target, write_text_atomic
-from graphopt.printable import printable
+from graphopt.printable import NAME_LIMIT, printable
 
 
 def table(result: dict[str, Any]) -> str:
@@ -19,7 +19,7 @@ def table(result: dict[str, Any]) -> str:
     )
     # (input names and runtime errors come from the model: shown with their control characters escaped)
     inputs = ", ".join(
-        f"{printable(k, 200)} {v['dtype']}{v['shape']}" for k, v in result.get("inputs", {}).items()
+        f"{printable(k, NAME_LIMIT)} {v['dtype']}{v['shape']}" for k, v in result.get("inputs", {}).items()
     )
     lines = [
         f"{printable(result['model'])} on {result['device']} ({result['date']}); inputs: {inputs}",

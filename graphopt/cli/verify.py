@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..printable import NAME_LIMIT, rich_text
 from .common import (
     EXIT_MISMATCH,
     STDOUT,
@@ -69,8 +70,6 @@ def verify(
         )
 
     verdict = guarded(work)
-    from ..printable import rich_text
-
     if report_json is not None:
         from ..report import versions
 
@@ -87,9 +86,6 @@ def verify(
 
 def verdict_table(verdict: dict[str, Any]):
     from rich.table import Table
-
-    from ..printable import rich_text
-    from ..report import NAME_LIMIT
 
     table = Table(title="outputs", title_justify="left")
     for column in ("output", "dtype", "shape", "max abs", "max rel", "rtol", "atol", "ok"):

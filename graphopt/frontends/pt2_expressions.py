@@ -14,7 +14,6 @@ import ast
 import functools
 import json
 import re
-import zipfile
 
 from ..errors import BadInput
 
@@ -37,31 +36,28 @@ MAX_EXPRESSION_CHARS = 100_000
 EXPECTED = "expected a torch.export archive written by torch.export.save"
 
 
-def check_size_expressions(path, archive: zipfile.ZipFile) -> None:
-    """Raises BadInput if a serialized program of the archive holds a size expression that is not a
-    tree of sympy calls (which torch would evaluate as Python code)."""
-    for info in archive.infolist():
-        if not info.filename.lower().endswith(".json"):
-            continue
-        data = archive.read(info)
+def check_size_expressions(path, documents: dict[str, bytes]) -> None:
+    """Raises BadInput if a JSON entry of the archive (``documents``: name -> bytes) holds a size
+    expression that is not a tree of sympy calls (which torch would evaluate as Python code)."""
+    for name, data in documents.items():
         if b'"expr_str"' not in data:
             continue
-        for expression in _expressions(path, info, data):
+        for expression in _expressions(path, name, data):
             why = why_not_plain(expression)
             if why:
                 raise BadInput(
-                    f"{path}: {info.filename!r} holds a size expression that is not a sympy expression "
+                    f"{path}: {name!r} holds a size expression that is not a sympy expression "
                     f"({why}: {expression[:80]!r}); torch.export.load would run it as Python code, so "
                     f"it is refused before torch reads it; {EXPECTED}"
                 )
 
 
-def _expressions(path, info: zipfile.ZipInfo, data: bytes) -> list[str]:
+def _expressions(path, name: str, data: bytes) -> list[str]:
     """Every ``expr_str`` of a JSON entry (walked without recursion: the nesting is the file's choice)."""
     try:
         document = json.loads(data)
     except (ValueError, RecursionError):
-        raise BadInput(f"{path}: {info.filename!r} is not valid JSON; {EXPECTED}") from None
+        raise BadInput(f"{path}: {name!r} is not valid JSON; {EXPECTED}") from None
     found, stack = [], [document]
     while stack:
         item = stack.pop()

@@ -72,8 +72,10 @@ def _check_archive(path: Path) -> bool:
             if bad is not None:
                 raise BadInput(f"{path} is corrupt: {bad!r} fails its checksum; {EXPECTED}")
             check_no_pickles(path, archive)
-            check_size_expressions(path, archive)
-            return any(marker in archive.read(n) for n in models for marker in FUSED_MARKERS)
+            # (the JSON entries, each read once: the programs' size expressions and fused ops)
+            documents = {n: archive.read(n) for n in names if n.lower().endswith(".json")}
+            check_size_expressions(path, documents)
+            return any(marker in documents[n] for n in models for marker in FUSED_MARKERS)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as error:
         # (NotImplementedError: a damaged header names a compression method zipfile does not have)
         raise BadInput(f"{path} is a damaged zip archive ({error}); {EXPECTED}") from None

@@ -31,8 +31,11 @@ from graphopt.fused.spec import DOMAIN
 def check_own_functions(model: onnx.ModelProto, where: str) -> None:
     """Raises BadInput where a node of graphopt's domain calls a model-local function in that domain
     that is not the one graphopt writes for the node's attributes and ports."""
+    # (each function's body once, as it computes: thousands of nodes may call a few functions)
     defined = {
-        (f.name, f.overload): f for f in model.functions if f.domain == DOMAIN and f.name in FUSED_OP_BY_NAME
+        (f.name, f.overload): _body(f)
+        for f in model.functions
+        if f.domain == DOMAIN and f.name in FUSED_OP_BY_NAME
     }
     if not defined:
         return
@@ -41,14 +44,15 @@ def check_own_functions(model: onnx.ModelProto, where: str) -> None:
         elem_types = input_elem_types(model) if opset < CAST_LIKE_OPSET else {}
         expected: dict[tuple, bytes] = {}
         for node in graphopt_nodes(model):
-            function = defined.get((node.op_type, node.overload))
-            if function is None:
+            body = defined.get((node.op_type, node.overload))
+            if body is None:
                 continue
-            key = variant_key(node, elem_types.get(node.input[0]))
+            elem_type = elem_types.get(node.input[0])
+            key = variant_key(node, elem_type)
             if key not in expected:
-                variant = variant_of(node, opset, elem_types.get(node.input[0]))
+                variant = variant_of(node, opset, elem_type)
                 expected[key] = _body(build_function(variant))
-            if _body(function) != expected[key]:
+            if body != expected[key]:
                 overload = f" (overload {node.overload!r})" if node.overload else ""
                 raise BadInput(
                     f"{where}: node {node.name or node.op_type!r} calls the model's own function "

@@ -6,12 +6,11 @@ import importlib.util
 import shutil
 
 from ..dependencies import INSTALL_HINTS
-from ..printable import printable
+from ..printable import NAME_LIMIT, printable
 from .scene import Box, Scene
 from .style import COLOURS, FONT, legend
 
 NAME = "graphviz"
-LABEL_LIMIT = 200  # characters a label line keeps (dot refuses labels of some 100,000)
 
 
 def missing() -> str | None:
@@ -88,6 +87,6 @@ def _escape(text: str) -> str:
     printable text (control characters as escapes: dot writes them raw into an SVG, which is then no
     XML), cut to a length dot lays out, and ``&`` is an entity (dot decodes ``&#xD800;`` into bytes no
     UTF-8 reader takes)."""
-    lines = [printable(line, LABEL_LIMIT).replace("&", "&amp;") for line in text.split("\n")]
+    lines = [printable(line, NAME_LIMIT).replace("&", "&amp;") for line in text.split("\n")]
     body = "\n".join(lines).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{body}"'

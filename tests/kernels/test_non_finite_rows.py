@@ -73,7 +73,11 @@ def test_norm_act_residual_and_long_rows(act):
 
 
 @ACTIVATIONS
-@pytest.mark.parametrize(("cols", "dtype"), [(5120, torch.float32), (1536, torch.bfloat16)], ids=str)
+@pytest.mark.parametrize(
+    ("cols", "dtype"),
+    [(5120, torch.float32), (1536, torch.bfloat16), (640, torch.bfloat16), (2560, torch.float16)],
+    ids=str,
+)  # (640: two rows a program)
 def test_norm_act_head_and_tail_tiles(act, cols, dtype):
     """Specials in the head tile and in the tail tile of rows read as two (NormAct's ``Tier.tail``)."""
     gen = generator("non-finite two tiles", act, cols, dtype)
