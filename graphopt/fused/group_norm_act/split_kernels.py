@@ -40,7 +40,7 @@ from graphopt.kernels.ptx import widen
 
 
 @triton.jit
-def _chunk(pid, chunks, chunk, group_size):
+def chunk_of(pid, chunks, chunk, group_size):
     """(run start, chunk start within the run, chunk length, row) of program ``pid``."""
     row = pid // chunks
     begin = (pid % chunks) * chunk
@@ -55,7 +55,7 @@ def group_norm_stats_kernel(
     BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)  # row * chunks + chunk
-    base, begin, length, _ = _chunk(pid, chunks, chunk, group_size)
+    base, begin, length, _ = chunk_of(pid, chunks, chunk, group_size)
     offs = tl.arange(0, BLOCK_N)
     mask = offs < length
     x = load_sum(X, R, S, base + begin + offs, mask, has_residual, write_sum)
@@ -73,15 +73,19 @@ def group_norm_stats_kernel(
 
 
 @triton.jit
-def _merged_statistics(P, first, chunks, chunk, group_size, eps, BLOCK_C: tl.constexpr):
+def merged_statistics(
+    P, first, chunks, chunk, group_size, eps, BLOCK_C: tl.constexpr, CACHE: tl.constexpr = ""
+):
     """(pivot, mean - pivot, rstd) of a run from its ``chunks`` partials at P[3 * first:], around
-    the first chunk's pivot."""
+    the first chunk's pivot. ``CACHE``: the loads' cache modifier (".cg" reads past L1, as a kernel
+    must that reads partials other programs write during its own launch)."""
     j = tl.arange(0, BLOCK_C)
     valid = j < chunks
-    pivot = tl.load(P + 3 * first)
-    pivots = tl.load(P + 3 * (first + j), mask=valid, other=0.0)
-    means = tl.where(valid, (pivots - pivot) + tl.load(P + 3 * (first + j) + 1, mask=valid, other=0.0), 0.0)
-    m2s = tl.load(P + 3 * (first + j) + 2, mask=valid, other=0.0)
+    pivot = tl.load(P + 3 * first, cache_modifier=CACHE)
+    pivots = tl.load(P + 3 * (first + j), mask=valid, other=0.0, cache_modifier=CACHE)
+    chunk_means = tl.load(P + 3 * (first + j) + 1, mask=valid, other=0.0, cache_modifier=CACHE)
+    means = tl.where(valid, (pivots - pivot) + chunk_means, 0.0)
+    m2s = tl.load(P + 3 * (first + j) + 2, mask=valid, other=0.0, cache_modifier=CACHE)
     counts = tl.where(valid, tl.minimum(chunk, group_size - j * chunk), 0).to(tl.float32)
     n = group_size * 1.0
     mean = tl.sum(counts * means, axis=0) / n
@@ -99,8 +103,8 @@ def group_norm_apply_kernel(
     BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
     pid = tl.num_programs(0) - 1 - tl.program_id(0)  # the statistics kernel's order, reversed
-    base, begin, length, row = _chunk(pid, chunks, chunk, group_size)
-    shift, mean, rstd = _merged_statistics(P, row * chunks, chunks, chunk, group_size, eps, BLOCK_C)
+    base, begin, length, row = chunk_of(pid, chunks, chunk, group_size)
+    shift, mean, rstd = merged_statistics(P, row * chunks, chunks, chunk, group_size, eps, BLOCK_C)
     channel0 = (row % groups) * (group_size // spatial)
     magic, shift_bits = spatial_divider(spatial)
     offs = tl.arange(0, BLOCK_N)
