@@ -73,12 +73,11 @@ def group_norm_stats_kernel(
 
 
 @triton.jit
-def merged_statistics(
-    P, first, chunks, chunk, group_size, eps, BLOCK_C: tl.constexpr, CACHE: tl.constexpr = ""
-):
+def merged_statistics(P, first, chunks, chunk, group_size, eps, BLOCK_C: tl.constexpr, CACHE: tl.constexpr):
     """(pivot, mean - pivot, rstd) of a run from its ``chunks`` partials at P[3 * first:], around
-    the first chunk's pivot. ``CACHE``: the loads' cache modifier (".cg" reads past L1, as a kernel
-    must that reads partials other programs write during its own launch)."""
+    the first chunk's pivot. ``CACHE``: the loads' cache modifier ("" the default; ".cg" reads past
+    L1, as a kernel must that reads partials other programs write during its own launch). (Passed,
+    not defaulted: Triton 3.6 takes no default for a string constant.)"""
     j = tl.arange(0, BLOCK_C)
     valid = j < chunks
     pivot = tl.load(P + 3 * first, cache_modifier=CACHE)
@@ -104,7 +103,7 @@ def group_norm_apply_kernel(
 ):  # fmt: skip
     pid = tl.num_programs(0) - 1 - tl.program_id(0)  # the statistics kernel's order, reversed
     base, begin, length, row = chunk_of(pid, chunks, chunk, group_size)
-    shift, mean, rstd = merged_statistics(P, row * chunks, chunks, chunk, group_size, eps, BLOCK_C)
+    shift, mean, rstd = merged_statistics(P, row * chunks, chunks, chunk, group_size, eps, BLOCK_C, "")
     channel0 = (row % groups) * (group_size // spatial)
     magic, shift_bits = spatial_divider(spatial)
     offs = tl.arange(0, BLOCK_N)
