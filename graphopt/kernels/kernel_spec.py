@@ -27,11 +27,15 @@ class KernelSpec:
     # Which of its op's kernels this is, where an op launches several ("" for an op's only or main
     # kernel): the C++ launch selects a variant by op and part.
     part: str = ""
+    # Constants every variant of this spec compiles in, after the tier's (name, value): a kernel built
+    # twice with a code path fixed each way, as two parts the launches choose between.
+    fixed: tuple[tuple[str, object], ...] = ()
 
     def signature(self, dtype: str) -> dict[str, str]:
         ty = TRITON_DTYPE[dtype]
         sig = {name: (f"*{ty}" if kind == "*" else kind) for name, kind in self.args}
         sig.update({name: "constexpr" for name in self.constexprs})
+        sig.update({name: "constexpr" for name, _ in self.fixed})
         return sig
 
     def constexpr_values(self, tier: Tier) -> dict[str, object]:
@@ -45,6 +49,7 @@ class KernelSpec:
             "SHARED": tier.shared,
             "BLOCKWISE": tier.blockwise,
             "TAIL_N": tier.tail,
+            "OUT_FEATURES": tier.out_features,
         }
         if tier.iters != 1 and "ITERS" not in self.constexprs:
             raise ValueError(f"{self.op} does not take several row blocks per program")
@@ -56,7 +61,9 @@ class KernelSpec:
             raise ValueError(f"{self.op} has no two-tile variant")
         if tier.blockwise and "BLOCKWISE" not in self.constexprs:
             raise ValueError(f"{self.op} has no blockwise-operand variant")
-        return {name: values[name] for name in self.constexprs}
+        if tier.out_features and "OUT_FEATURES" not in self.constexprs:
+            raise ValueError(f"{self.op} has no fixed-output-count variant")
+        return {name: values[name] for name in self.constexprs} | dict(self.fixed)
 
     def attrs(self, aligned: bool) -> dict:
         if not aligned:
@@ -65,6 +72,6 @@ class KernelSpec:
         return {(names.index(a),): [["tt.divisibility", 16]] for a in self.aligned_args}
 
     def check_signature(self) -> None:
-        expected = [name for name, _ in self.args] + list(self.constexprs)
+        expected = [name for name, _ in self.args] + list(self.constexprs) + [name for name, _ in self.fixed]
         if list(self.fn.arg_names) != expected:
             raise RuntimeError(f"{self.op}: kernel arguments {self.fn.arg_names} != AOT spec {expected}")

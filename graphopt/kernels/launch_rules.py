@@ -55,6 +55,10 @@ class Tier:
     # An exact tier for rows of block_n + tail elements, both powers of two, read as two unmasked
     # tiles (a head of block_n and a tail): no lane is padding, as in a block of the next power of two.
     tail: int = 0
+    # Serves only launches of exactly this many outputs (NormActLinear's K), compiled in as a constant
+    # (Triton's JIT folds a K of 1 by itself; an ahead-of-time kernel only where told); 0: any count,
+    # taken at run time.
+    out_features: int = 0
 
     @property
     def name(self) -> str:
@@ -65,18 +69,22 @@ class Tier:
             f"_upto{self.max_rows}r" if self.max_rows < 2**62 else ""
         )
         tail = f"+{self.tail}" if self.tail else ""
+        outputs = f"_k{self.out_features}" if self.out_features else ""
         return (
             f"m{self.block_m}_n{self.block_n}{tail}_w{self.num_warps}{iters}{split}_{kind}{bounds}_"
             f"{'a' if self.aligned else 'u'}{'_s' if self.shared else ''}{'_b' if self.blockwise else ''}"
+            f"{outputs}"
         )
 
-    def admits(self, rows: int, cols: int, aligned: bool, uniform: int = 1) -> bool:
+    def admits(self, rows: int, cols: int, aligned: bool, uniform: int = 1, out_features: int = 0) -> bool:
         """Whether a launch of ``rows`` rows of ``cols`` elements may take this tier (the rule the C++
-        launcher's ``Select`` applies to the same fields); ``uniform``: the launch's ``uniform_rows``."""
+        launcher's ``Select`` applies to the same fields); ``uniform``: the launch's ``uniform_rows``;
+        ``out_features``: its output count where the kernel has one (0: none)."""
         fits = cols == self.max_cols if self.exact else self.min_cols <= cols <= self.max_cols
         shared_ok = uniform == 0 or not self.shared
         operands_ok = shared_ok and (uniform % self.block_m == 0 or not self.blockwise)
-        return fits and rows <= self.max_rows and (aligned or not self.aligned) and operands_ok
+        outputs_ok = self.out_features in (0, out_features)
+        return fits and rows <= self.max_rows and (aligned or not self.aligned) and operands_ok and outputs_ok
 
     @property
     def rows_per_program(self) -> int:
@@ -120,23 +128,27 @@ def uniform_rows(*operand_rows: tuple[int, int]) -> int:
 
 
 def find_tier(
-    tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0, uniform: int = 1
+    tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0, uniform: int = 1, out_features: int = 0
 ) -> Tier | None:
     """The first of ``tiers`` that admits the launch, or None."""
-    return next((tier for tier in tiers if tier.admits(rows, cols, aligned, uniform)), None)
+    return next((tier for tier in tiers if tier.admits(rows, cols, aligned, uniform, out_features)), None)
 
 
-def pick_tier(tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0, uniform: int = 1) -> Tier:
-    tier = find_tier(tiers, cols, aligned, rows, uniform)
+def pick_tier(
+    tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0, uniform: int = 1, out_features: int = 0
+) -> Tier:
+    tier = find_tier(tiers, cols, aligned, rows, uniform, out_features)
     if tier is None:
         raise ValueError(f"no launch tier for {rows} rows of {cols} elements (aligned={aligned})")
     return tier
 
 
-def configure(tiers: tuple[Tier, ...], rows: int, cols: int, aligned: bool, uniform: int = 1) -> LaunchConfig:
+def configure(
+    tiers: tuple[Tier, ...], rows: int, cols: int, aligned: bool, uniform: int = 1, out_features: int = 0
+) -> LaunchConfig:
     if rows < 0 or cols <= 0:
         raise ValueError(f"bad shape: rows={rows}, cols={cols}")
-    tier = pick_tier(tiers, cols, aligned, rows, uniform)
+    tier = pick_tier(tiers, cols, aligned, rows, uniform, out_features)
     return LaunchConfig(tier, (cdiv(rows, tier.rows_per_program), 1, 1))
 
 

@@ -40,17 +40,22 @@ def test_table_holds_every_tier_in_rule_order():
 @pytest.mark.parametrize("cols", [1, 16, 100, 128, 256, 1000, 1024, 4096, 8192, 8208, 100000])
 @pytest.mark.parametrize("aligned", [True, False])
 @pytest.mark.parametrize("uniform", [0, 1, 6, 512])
-def test_table_lookup_agrees_with_the_config_rule(cols, aligned, uniform):
+@pytest.mark.parametrize("out_features", [1, 3])
+def test_table_lookup_agrees_with_the_config_rule(cols, aligned, uniform, out_features):
     """What C++ does with the table (first variant of the op and dtype whose max_cols admits the row,
     an exact one's equals it, whose alignment assumption holds, a shared-operand variant only where
-    the operands are shared, a blockwise one only where its block_m divides the uniform rows) picks
-    the tier the Python config chose."""
+    the operands are shared, a blockwise one only where its block_m divides the uniform rows, one that
+    fixes the output count only where the launch has that many) picks the tier the Python config
+    chose."""
     aligned = aligned and cols % 16 == 0
+    k = {"NormAct": 0, "NormActLinear": out_features}
     configs = (
         ("NormAct", lambda cols, dtype, aligned: norm_act_config(8, cols, dtype, aligned, uniform)),
         (
             "NormActLinear",
-            lambda cols, dtype, aligned: norm_act_linear_config(8, cols, dtype, aligned, uniform),
+            lambda cols, dtype, aligned: norm_act_linear_config(
+                8, cols, dtype, aligned, uniform, out_features
+            ),
         ),
     )
     for op, config in configs:
@@ -61,6 +66,7 @@ def test_table_lookup_agrees_with_the_config_rule(cols, aligned, uniform):
                 and (cols == v.tier.max_cols or not v.tier.exact)
                 and (aligned or not v.tier.aligned) and (uniform == 0 or not v.tier.shared)
                 and (uniform % v.tier.block_m == 0 or not v.tier.blockwise)
+                and v.tier.out_features in (0, k[op])
             )  # fmt: skip
             assert chosen == config(cols, dtype, aligned).tier
             # (shared operands on aligned rows take the shared-operand variants, but for NormAct's
@@ -71,6 +77,9 @@ def test_table_lookup_agrees_with_the_config_rule(cols, aligned, uniform):
                 assert chosen.blockwise
             if chosen.blockwise:
                 assert uniform != 0 and uniform % chosen.block_m == 0
+            # (one output on exact narrow rows with shared or blockwise operands: K compiled in)
+            narrow = chosen.exact and chosen.block_n <= 1024 and (chosen.shared or chosen.blockwise)
+            assert chosen.out_features == (1 if op == "NormActLinear" and out_features == 1 and narrow else 0)
 
 
 @pytest.mark.parametrize(
@@ -111,6 +120,19 @@ def test_cpp_uniform_rows_agrees_with_python(tmp_path):
         args = [str(v) for pair in operands for v in pair]
         got = subprocess.run([str(binary), *args], capture_output=True, text=True, check=True).stdout
         assert int(got) == uniform_rows(*operands), operands
+
+
+def test_a_variant_that_fixes_the_output_count_compiles_it_in():
+    """A tier with out_features passes it as the kernel's OUT_FEATURES constant; every variant keeps
+    the same argument list (out_features is still passed, and ignored where fixed)."""
+    from graphopt.fused.norm_act_linear.triton_kernel import AOT_KERNEL
+
+    fixed = next(t for t in AOT_KERNEL.tiers("float32") if t.out_features)
+    general = next(t for t in AOT_KERNEL.tiers("float32") if not t.out_features)
+    assert fixed.name.endswith("_k1") and not general.name.endswith("_k1")
+    assert AOT_KERNEL.constexpr_values(fixed)["OUT_FEATURES"] == 1
+    assert AOT_KERNEL.constexpr_values(general)["OUT_FEATURES"] == 0
+    assert AOT_KERNEL.signature("float32")["out_features"] == "i32"
 
 
 def test_render_writes_images_and_table():

@@ -80,11 +80,11 @@ def test_cpp_picks_the_python_variant(harness, dtype, cols):
         expected = norm_act_config(64, cols, DTYPE_NAME[dtype], aligned).tier.name
         got = harness.harness_norm_act(base, 0, 0, 0, base, 0, 64, cols, 1e-5, 0, 0, dtype, 0, 1).decode()
         assert got == f"NormAct/{DTYPE_NAME[dtype]}/{expected}"
-        expected = norm_act_linear_config(64, cols, DTYPE_NAME[dtype], aligned, uniform=0).tier.name
-        args = (base, 0, 0, base, 0, base, 64, cols, 3, 1e-5, 0, 0, 0, dtype, 0, 1)
-        assert (
-            harness.harness_norm_act_linear(*args).decode() == f"NormActLinear/{DTYPE_NAME[dtype]}/{expected}"
-        )
+        for k in (1, 3):  # (one output: the variants with K compiled in, where the width has them)
+            config = norm_act_linear_config(64, cols, DTYPE_NAME[dtype], aligned, uniform=0, out_features=k)
+            args = (base, 0, 0, base, 0, base, 64, cols, k, 1e-5, 0, 0, 0, dtype, 0, 1)
+            got = harness.harness_norm_act_linear(*args).decode()
+            assert got == f"NormActLinear/{DTYPE_NAME[dtype]}/{config.tier.name}"
 
 
 def test_errors_are_messages(harness):
@@ -143,18 +143,19 @@ def test_norm_act_linear_on_the_gpu(harness, dtype, rows, cols, k):
 @pytest.mark.parametrize(
     ("x", "per_slice", "residual"),
     [
-        ((128, 1024, 256), True, None),  # the per-feature model: per-slice norm and Linear(D, 4)
+        ((128, 1024, 256), True, None),  # the per-feature model: per-slice norm and Linear(D, K)
         ((6, 5, 96), True, (5, 96)),  # blocks straddling features, a broadcast residual
-        ((4096, 1024), False, (4096, 1024)),  # residual → norm → act → Linear(D, 4), the sum written
+        ((4096, 1024), False, (4096, 1024)),  # residual → norm → act → Linear(D, K), the sum written
         ((3, 2, 9000), True, (3, 2, 9000)),  # looped
     ],
 )
-def test_norm_act_linear_rows_on_the_gpu(harness, dtype, x, per_slice, residual):
+@pytest.mark.parametrize("k", [1, 4])  # (K = 1: the variants with K compiled in, at 256 and 1024)
+def test_norm_act_linear_rows_on_the_gpu(harness, dtype, x, per_slice, residual, k):
     from graphopt.fused.broadcast_rows import row_broadcast
     from graphopt.fused.norm_act_linear.spec import weight_rows
 
-    gen = generator("cpp-linear-rows", dtype, x, per_slice, residual)
-    rows, d, k = math.prod(x[:-1]), x[-1], 4
+    gen = generator("cpp-linear-rows", dtype, x, per_slice, residual, k)
+    rows, d = math.prod(x[:-1]), x[-1]
     n = x[0] if per_slice else 1
     param, weight, lb = ((n, 1, d), (n, k, d), (n, 1, k)) if per_slice else ((d,), (k, d), (k,))
     xs = random_rows(rows, d, dtype, gen).view(x)

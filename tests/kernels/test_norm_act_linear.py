@@ -69,7 +69,8 @@ def test_half_precision(dtype, norm):
 @pytest.mark.parametrize(
     ("rows", "cols", "k", "expect"),
     [
-        (1, 128, 1, "exact_a_s"),  # a power-of-two width: no column mask; shared operands
+        (1, 128, 1, "exact_a_s_k1"),  # a power-of-two width: no column mask; shared operands; K = 1
+        (4, 256, 1, "exact_a_s_k1"),
         (9, 128, 5, "exact_a_s"),  # rows not a multiple of rows-per-program
         (5, 160, 3, "row_a_s"),
         (3, 100, 2, "row_u"),

@@ -37,9 +37,12 @@ Plan Choose(const GroupNormActParams& p, int64_t rows, int64_t cols) {
   // (stand-ins then: X or Y), the per-channel Scale and Bias are not loaded as vectors.
   const bool aligned = IsAligned(table, cols, {p.x, p.residual, p.y, p.residual_sum, p.partials});
   Plan plan;
+  // Where each channel holds a whole block, the apply kernel's long_channels variant scales and shifts by
+  // channel-wide scalars (launch_rule.long_channels).
   plan.stats = Select(table, KernelOp::kGroupNormAct, "stats", p.dtype, rows, cols, aligned);
   if (plan.stats != nullptr) {
-    plan.apply = Select(table, KernelOp::kGroupNormAct, "apply", p.dtype, rows, cols, aligned);
+    const char* apply = p.spatial >= plan.stats->block_n ? "apply_long_channels" : "apply";
+    plan.apply = Select(table, KernelOp::kGroupNormAct, apply, p.dtype, rows, cols, aligned);
     const int64_t block = plan.stats->block_n;
     const int64_t blocks = (cols + block - 1) / block;
     plan.chunk = (blocks + plan.stats->max_chunks - 1) / plan.stats->max_chunks * block;

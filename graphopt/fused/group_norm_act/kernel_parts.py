@@ -94,3 +94,58 @@ def finish_block(
     bias = widen(tl.load(B + channel, mask=masked_by(mask, has_bias), other=0.0))
     y = apply_activation(centered * rstd * scale + bias, activation, Y.dtype.element_ty)
     tl.store(Y + base + idx, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _channel_scalar(P, channel, present, other):
+    """P[channel] as fp32 where ``present`` (a runtime flag or condition), else ``other``."""
+    value = tl.full((), other, tl.float32)
+    if present:
+        value = tl.load(P + channel).to(tl.float32)
+    return value
+
+
+@triton.jit
+def finish_two_channel_block(
+    centered, rstd, start, offs, mask, channel0, channels, spatial, W, B, Y, base, activation, has_scale,
+    has_bias, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """``finish_block`` for the block at run offsets ``start + offs`` where a channel holds at least
+    BLOCK_N elements (``spatial >= BLOCK_N``), so that the block spans at most two channels: each
+    one's Scale and Bias are loaded once and folded with rstd into a multiplier and an addend, where
+    ``finish_block`` divides every offset by ``spatial`` and gathers Scale and Bias per element. On
+    16-bit data, whose blocks are instruction-bound, that is most of the normalize step's work."""
+    first = start // spatial  # the block's first channel, within the group
+    boundary = (first + 1) * spatial - start  # offsets below it are in that channel
+    second = (boundary < BLOCK_N) & (first + 1 < channels)  # the block reaches the next channel
+    channel = channel0 + first
+    a0 = _channel_scalar(W, channel, has_scale, 1.0) * rstd
+    b0 = _channel_scalar(B, channel, has_bias, 0.0)
+    a1 = _channel_scalar(W, channel + 1, (has_scale != 0) & second, 1.0) * rstd
+    b1 = _channel_scalar(B, channel + 1, (has_bias != 0) & second, 0.0)
+    in_first = offs < boundary
+    y = centered * tl.where(in_first, a0, a1) + tl.where(in_first, b0, b1)
+    y = apply_activation(y, activation, Y.dtype.element_ty)
+    tl.store(Y + base + start + offs, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def finish_run_block(
+    centered, rstd, start, offs, mask, channel0, channels, spatial, magic, shift, W, B, Y, base, activation,
+    has_scale, has_bias, BLOCK_N: tl.constexpr, TWO_CHANNEL: tl.constexpr,
+):  # fmt: skip
+    """Scales, shifts, activates and stores the normalized block at run offsets ``start + offs``
+    (``centered``: the block minus the run's mean): with ``TWO_CHANNEL`` (for launches where
+    ``spatial >= BLOCK_N``: the common diffusion shapes, spatial 4096 and more) by channel-wide
+    scalars, else per element. A constant of the compiled variant, not a run-time test: a branch per
+    block kept both paths' registers live (224 instead of 126 a thread in the 16-bit apply kernel)."""
+    if TWO_CHANNEL:
+        finish_two_channel_block(
+            centered, rstd, start, offs, mask, channel0, channels, spatial, W, B, Y, base, activation,
+            has_scale, has_bias, BLOCK_N,
+        )  # fmt: skip
+    else:
+        finish_block(
+            centered, rstd, start + offs, mask, channel0, spatial, magic, shift, W, B, Y, base, activation,
+            has_scale, has_bias,
+        )  # fmt: skip

@@ -93,6 +93,20 @@ def chunking(tier: Tier, group_size: int) -> Split:
     return Split(tier, chunk, cdiv(group_size, chunk))
 
 
+def long_channels(spatial: int, tier: Tier) -> bool:
+    """Whether a split launch of ``tier`` takes the apply kernel's ``long_channels`` variant: every
+    channel holds at least a block (``spatial`` >= block_n), so a block spans at most two channels and
+    is scaled and shifted by channel-wide scalars (kernel_parts.finish_run_block; cuda_launch.cc
+    alike).
+
+    The whole kernel has no such variant. Its looped tier (the one that serves such channels, bar
+    one-channel groups of exactly a block) took 16-21% longer with it as the ahead-of-time build
+    compiles it, on an H200 at 8x320x64x64, fp32 and fp16 (169-182 registers a thread against
+    86-108), though Triton 3.6's JIT ran it 3-21% faster on an H100 (bench/results/README.md,
+    "2026-11-28, second session")."""
+    return spatial >= tier.block_n
+
+
 def split_launch(rows: int, group_size: int, dtype: str, aligned: bool) -> Split | None:
     """The split launch of ``rows`` runs of ``group_size`` elements, or None where the whole kernel
     runs them. ``aligned``: group_size is a multiple of 16 (and, in C++, every pointer is aligned)."""

@@ -14,7 +14,9 @@ two kernels run one program per chunk:
    (pivots of one run are nearby floats), then Chan's parallel formula (mean = sum(n_i mean_i) / n,
    M2 = sum(M2_i) + sum(n_i (mean_i - mean)^2), every term non-negative). It normalizes, scales,
    shifts and activates its chunk: from ResidualSum where the statistics kernel stored it (one
-   tensor read, not two), else from X (+ Residual, rounded again alike).
+   tensor read, not two), else from X (+ Residual, rounded again alike). Compiled twice: with
+   ``TWO_CHANNEL`` for launches whose channels each hold a whole block (launch_rule.long_channels),
+   which scale and shift by each channel's scalars, where the other looks both up per element.
 
 X is read twice. The second read comes from L2 where what the statistics kernel read still fits
 there (50 MB on an H100); past that it comes from HBM, and the launch moves 3/2 of a copy's bytes
@@ -32,7 +34,7 @@ import triton.language as tl
 
 from graphopt.fused.group_norm_act.kernel_parts import (
     chan_update,
-    finish_block,
+    finish_run_block,
     load_sum,
     spatial_divider,
 )
@@ -99,13 +101,27 @@ def group_norm_apply_kernel(
     X, R, W, B, Y, S, P,
     groups, group_size, spatial, chunk, chunks,
     eps, activation, has_scale, has_bias, has_residual, read_sum,
-    BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr, TWO_CHANNEL: tl.constexpr,
 ):  # fmt: skip
     pid = tl.num_programs(0) - 1 - tl.program_id(0)  # the statistics kernel's order, reversed
     base, begin, length, row = chunk_of(pid, chunks, chunk, group_size)
     shift, mean, rstd = merged_statistics(P, row * chunks, chunks, chunk, group_size, eps, BLOCK_C, "")
-    channel0 = (row % groups) * (group_size // spatial)
+    channels = group_size // spatial  # in the group
+    channel0 = (row % groups) * channels
     magic, shift_bits = spatial_divider(spatial)
+    _normalize_chunk(
+        X, R, W, B, Y, S, base, begin, length, shift, mean, rstd, channel0, channels, spatial, magic,
+        shift_bits, activation, has_scale, has_bias, has_residual, read_sum, BLOCK_N, TWO_CHANNEL,
+    )  # fmt: skip
+
+
+@triton.jit
+def _normalize_chunk(
+    X, R, W, B, Y, S, base, begin, length, shift, mean, rstd, channel0, channels, spatial, magic, shift_bits,
+    activation, has_scale, has_bias, has_residual, read_sum, BLOCK_N: tl.constexpr, TWO_CHANNEL: tl.constexpr,
+):  # fmt: skip
+    """Normalizes, scales, shifts and activates the chunk of ``length`` elements at run offset
+    ``begin``, block by block."""
     offs = tl.arange(0, BLOCK_N)
     for start in range(0, length, BLOCK_N):
         idx = begin + start + offs
@@ -114,7 +130,7 @@ def group_norm_apply_kernel(
             x = widen(tl.load(S + base + idx, mask=mask, other=0.0))
         else:
             x = load_sum(X, R, S, base + idx, mask, has_residual, 0)
-        finish_block(
-            (x - shift) - mean, rstd, idx, mask, channel0, spatial, magic, shift_bits, W, B, Y, base,
-            activation, has_scale, has_bias,
+        finish_run_block(
+            (x - shift) - mean, rstd, begin + start, offs, mask, channel0, channels, spatial, magic,
+            shift_bits, W, B, Y, base, activation, has_scale, has_bias, BLOCK_N, TWO_CHANNEL,
         )  # fmt: skip

@@ -119,7 +119,8 @@ def launch_group_norm_act(
     wrap(split_kernels.group_norm_apply_kernel)[grid](
         x, r, w, b, y, residual_sum if write_sum else x, partials,
         groups, group_size, spatial, split.chunk, split.chunks, float(eps), int(activation), *flags,
-        int(write_sum), BLOCK_N=tier.block_n, BLOCK_C=tier.max_chunks, num_warps=tier.num_warps,
+        int(write_sum), BLOCK_N=tier.block_n, BLOCK_C=tier.max_chunks,
+        TWO_CHANNEL=launch_rule.long_channels(spatial, tier), num_warps=tier.num_warps,
     )  # fmt: skip
     return tier
 
@@ -145,6 +146,20 @@ _APPLY_ARGS = (
 # Aligned split variants assume 16-byte aligned tensors and a group_size (so every run and chunk
 # start) that is a multiple of 16: the C++ launch checks both (IsAligned).
 _ALIGNED = ("X", "R", "S", "Y", "P", "group_size", "chunk")
+# The apply kernel twice: per-element channel lookup, and the ``long_channels`` part for launches whose
+# channels each hold a whole block (launch_rule.long_channels), chosen by the launch as above
+# (cuda_launch.cc alike).
+LONG_CHANNELS = "long_channels"
+
+
+def _apply(part: str, long_channels: bool) -> KernelSpec:
+    return KernelSpec(
+        "GroupNormAct", split_kernels.group_norm_apply_kernel, _APPLY_ARGS,
+        tuple(a for a in _ALIGNED if a in dict(_APPLY_ARGS)), launch_rule.split_tiers, ("BLOCK_N", "BLOCK_C"),
+        part, (("TWO_CHANNEL", long_channels),),
+    )  # fmt: skip
+
+
 AOT_KERNELS = (
     KernelSpec(
         "GroupNormAct", group_norm_act_kernel, _WHOLE_ARGS, (), launch_rule.whole_tiers, ("BLOCK_N", "LOOPED")
@@ -153,9 +168,6 @@ AOT_KERNELS = (
         "GroupNormAct", split_kernels.group_norm_stats_kernel, _STATS_ARGS,
         tuple(a for a in _ALIGNED if a in dict(_STATS_ARGS)), launch_rule.split_tiers, ("BLOCK_N",), "stats",
     ),
-    KernelSpec(
-        "GroupNormAct", split_kernels.group_norm_apply_kernel, _APPLY_ARGS,
-        tuple(a for a in _ALIGNED if a in dict(_APPLY_ARGS)), launch_rule.split_tiers, ("BLOCK_N", "BLOCK_C"),
-        "apply",
-    ),
+    _apply("apply", False),
+    _apply("apply_" + LONG_CHANNELS, True),
 )  # fmt: skip

@@ -12,7 +12,7 @@ const KernelVariant* SelectNormActLinear(const NormActLinearParams& p) {
   const KernelTable& table = GeneratedKernelTable();
   const bool aligned = IsAligned(table, p.cols, {p.x, p.residual, p.scale, p.bias, p.weight, p.residual_sum});
   const int64_t uniform = UniformRows({p.scale_rows, p.bias_rows, p.weight_rows, p.linear_bias_rows});
-  return Select(table, KernelOp::kNormActLinear, p.dtype, p.cols, aligned, uniform);
+  return Select(table, KernelOp::kNormActLinear, p.dtype, p.cols, aligned, uniform, p.out_features);
 }
 
 int32_t I32(int64_t v) { return static_cast<int32_t>(v); }

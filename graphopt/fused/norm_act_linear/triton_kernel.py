@@ -15,6 +15,8 @@ ones take uniform branches that run the one-row code.
 
 from __future__ import annotations
 
+import dataclasses
+
 import triton
 import triton.language as tl
 
@@ -141,8 +143,13 @@ def norm_act_linear_kernel(
     eps, norm, activation, out_activation, has_scale, has_bias, has_linear_bias, has_residual, write_sum,
     w_inner, w_groups, b_inner, b_groups, r_inner, r_groups, wl_inner, wl_groups, lb_inner, lb_groups,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr, EVEN: tl.constexpr,
-    SHARED: tl.constexpr, BLOCKWISE: tl.constexpr = False,
+    SHARED: tl.constexpr, BLOCKWISE: tl.constexpr = False, OUT_FEATURES: tl.constexpr = 0,
 ):  # fmt: skip
+    if OUT_FEATURES != 0:
+        # The variant for launches of exactly this many outputs (the launcher chose it for K): a
+        # constant, so the loop over K is unrolled and its registers freed. The argument is still
+        # passed (the same parameter list in every variant) and ignored.
+        out_features = OUT_FEATURES
     if SHARED:
         # Every row reads the same scale, bias, weight and linear bias (the launcher chose this
         # variant for group counts of 1): constants, so no per-row branch is compiled in.
@@ -270,17 +277,37 @@ _UNALIGNED_SHAPES = ((1024, 2, 4),)
 _SHARED = {4: {1024: (2, 2)}, 2: {256: (4, 1), 1024: (1, 1)}}
 _BLOCKWISE = {4: {256: (4, 1), 1024: (2, 1)}, 2: {256: (4, 1), 1024: (4, 1)}}
 
+# Narrow rows of one output (the seed's Linear(D, 1), per-feature recommendation heads) are launched so
+# briefly that K taken at run time shows: Triton's JIT folds a K of 1 (its specialization of integer
+# arguments equal to 1), the ahead-of-time kernel did not. So each exact shared and blockwise tier up
+# to this width is preceded by its twin for K = 1 with K compiled in, as the JIT compiles it. Through
+# the C++ launcher on an H100 (bench/probe_per_feature_aot.py, N = 128 x 512 rows of 256, K = 1): the
+# seed's launch 25.96 -> 25.82 us in fp32 and 16.90 -> 16.33 in bf16, per-feature operands 28.48 ->
+# 28.12 and 20.68 -> 20.31 (the JIT: 27.42 and 18.84; the rest of that gap is the flags the JIT folds).
+_ONE_OUTPUT_MAX_COLS = 1024
+
+
+def _with_one_output_twins(tiers: tuple[Tier, ...]) -> tuple[Tier, ...]:
+    def twins(tier: Tier) -> tuple[Tier, ...]:
+        narrow = tier.exact and (tier.shared or tier.blockwise) and tier.block_n <= _ONE_OUTPUT_MAX_COLS
+        return (dataclasses.replace(tier, out_features=1), tier) if narrow else (tier,)
+
+    return tuple(t for tier in tiers for t in twins(tier))
+
+
 # Rows of exactly a power-of-two width (the seed's D = 256, most hidden sizes) take the same shapes
 # with no column mask in the statistics and the normalized tile (NormAct's exact tiers).
 NORM_ACT_LINEAR_TIERS: dict[int, tuple[Tier, ...]] = {
     size: (
-        *row_tiers(
-            _ROW_SHAPES[size],
-            loop=_LOOP[size],
-            aligned=True,
-            exact=_ROW_SHAPES[size],
-            shared=_SHARED[size],
-            blockwise=_BLOCKWISE[size],
+        *_with_one_output_twins(
+            row_tiers(
+                _ROW_SHAPES[size],
+                loop=_LOOP[size],
+                aligned=True,
+                exact=_ROW_SHAPES[size],
+                shared=_SHARED[size],
+                blockwise=_BLOCKWISE[size],
+            )
         ),
         *row_tiers(_UNALIGNED_SHAPES, loop=(2048, 4), aligned=False),
     )
@@ -293,11 +320,12 @@ def norm_act_linear_tiers(dtype: str) -> tuple[Tier, ...]:
 
 
 def norm_act_linear_config(
-    rows: int, cols: int, dtype: str, aligned: bool = True, uniform: int = 1
+    rows: int, cols: int, dtype: str, aligned: bool = True, uniform: int = 1, out_features: int = 0
 ) -> LaunchConfig:
-    """The launch of NormActLinear on ``rows`` rows of ``cols`` (= D) elements of ``dtype``; ``uniform``:
-    the ``uniform_rows`` of scale, bias, weight and linear bias (0: each one for all rows)."""
-    return configure(norm_act_linear_tiers(dtype), rows, cols, aligned, uniform)
+    """The launch of NormActLinear on ``rows`` rows of ``cols`` (= D) elements of ``dtype`` to
+    ``out_features`` (= K) outputs; ``uniform``: the ``uniform_rows`` of scale, bias, weight and linear
+    bias (0: each one for all rows)."""
+    return configure(norm_act_linear_tiers(dtype), rows, cols, aligned, uniform, out_features)
 
 
 def launch_norm_act_linear(
@@ -318,7 +346,7 @@ def launch_norm_act_linear(
     strides = (x2d.stride(0), residual2d.stride(0) if has_residual else 0)
     aligned = is_aligned(cols, strides)
     uniform = uniform_rows(scale_rows, bias_rows, weight_rows, linear_bias_rows)
-    config = norm_act_linear_config(rows, cols, dtype_name(x2d), aligned, uniform)
+    config = norm_act_linear_config(rows, cols, dtype_name(x2d), aligned, uniform, out_features)
     write_sum = has_residual and residual_sum is not None
     if rows == 0 or (out_features == 0 and not write_sum):
         return config
@@ -333,7 +361,8 @@ def launch_norm_act_linear(
         int(write_sum),
         *map(int, (*scale_rows, *bias_rows, *residual_rows, *weight_rows, *linear_bias_rows)),
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, LOOPED=tier.looped, EVEN=tier.exact,
-        SHARED=tier.shared, BLOCKWISE=tier.blockwise, num_warps=tier.num_warps,
+        SHARED=tier.shared, BLOCKWISE=tier.blockwise, OUT_FEATURES=tier.out_features,
+        num_warps=tier.num_warps,
     )  # fmt: skip
     return config
 
@@ -353,5 +382,5 @@ _AOT_ARGS = (
 AOT_KERNEL = KernelSpec(
     "NormActLinear", norm_act_linear_kernel, _AOT_ARGS,
     ("X", "R", "W", "B", "WL", "S", "cols", "stride_x", "stride_r"), norm_act_linear_tiers,
-    ("BLOCK_M", "BLOCK_N", "LOOPED", "EVEN", "SHARED", "BLOCKWISE"),
+    ("BLOCK_M", "BLOCK_N", "LOOPED", "EVEN", "SHARED", "BLOCKWISE", "OUT_FEATURES"),
 )  # fmt: skip

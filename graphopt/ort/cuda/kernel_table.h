@@ -37,6 +37,9 @@ struct KernelVariant {
   bool exact;  // serves only rows of exactly max_cols elements
   bool shared;  // serves only launches whose operands every row shares (all group counts 1)
   bool blockwise;  // serves only launches whose blocks of block_m rows each read one row of every operand
+  // Serves only launches of exactly this many outputs (NormActLinear's K), a constant compiled into the
+  // kernel (which still takes the argument); 0: any count, taken at run time.
+  int32_t out_features;
   const char* entry;
   int32_t hidden_args;  // trailing scratch pointers after the declared arguments
   int64_t global_scratch_size;  // bytes per program; 0 = none

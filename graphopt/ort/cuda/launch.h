@@ -25,12 +25,14 @@ bool IsAligned(const KernelTable& table, int64_t cols, std::initializer_list<con
 // The first variant of `op`'s kernel `part` for `dtype` that admits `rows` rows of `cols` elements.
 // `uniform_rows` (UniformRows): the aligned runs of rows that read one row of every broadcast operand,
 // 0 when all rows do; shared-operand variants need 0, blockwise ones a multiple of their block_m.
+// `out_features`: the launch's output count where its kernel has one (0: none); a variant that fixes it
+// serves only that count.
 const KernelVariant* Select(const KernelTable& table, KernelOp op, const char* part, DType dtype, int64_t rows,
-                            int64_t cols, bool aligned, int64_t uniform_rows = 1);
+                            int64_t cols, bool aligned, int64_t uniform_rows = 1, int64_t out_features = 0);
 // An op's only (or main) kernel, whatever the row count.
 inline const KernelVariant* Select(const KernelTable& table, KernelOp op, DType dtype, int64_t cols, bool aligned,
-                                   int64_t uniform_rows = 1) {
-  return Select(table, op, "", dtype, 0, cols, aligned, uniform_rows);
+                                   int64_t uniform_rows = 1, int64_t out_features = 0) {
+  return Select(table, op, "", dtype, 0, cols, aligned, uniform_rows, out_features);
 }
 bool ValidActivation(Activation a);
 bool ValidNorm(Norm n);

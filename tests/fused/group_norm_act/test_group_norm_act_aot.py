@@ -1,4 +1,4 @@
-"""GroupNormAct in the ahead-of-time table: its three kernels' variants listed in tier order, and the
+"""GroupNormAct in the ahead-of-time table: its kernels' variants listed in tier order, and the
 C++ launcher's first-match lookup (op, part, dtype; min_cols, max_cols, max_rows, alignment: Select in
 graphopt/ort/cuda/launch.cc) choosing the path, tier and chunks the Python launcher chooses."""
 
@@ -16,7 +16,8 @@ from graphopt.kernels.launch_rules import DTYPES
 
 
 def test_table_lists_every_kernels_tiers_in_rule_order():
-    tiers = {"": launch_rule.whole_tiers, "stats": launch_rule.split_tiers, "apply": launch_rule.split_tiers}
+    whole, split = launch_rule.whole_tiers, launch_rule.split_tiers
+    tiers = {"": whole, "stats": split, "apply": split, "apply_long_channels": split}
     assert sorted(k.part for k in AOT_KERNELS) == sorted(tiers)
     for part, expected in tiers.items():
         for dtype in DTYPES:
