@@ -124,10 +124,16 @@ def test_residual_without_its_sum():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("residual", [False, True])
-@pytest.mark.parametrize(("shape", "groups"), [((2, 4, 250), 2), ((2, 2, 130), 1), ((3, 6, 7, 11), 3)])
+@pytest.mark.parametrize(
+    ("shape", "groups"), [((2, 4, 250), 2), ((2, 2, 130), 1), ((3, 6, 7, 11), 3), ((2, 8, 5, 7), 2)]
+)
 def test_many_chunks_of_several_blocks(shape, groups, dtype, residual, small_split):
     tier = run(shape, groups, dtype, Activation.GELU, residual=residual)
     assert tier == SMALL
+    # (channels of 250, 130 and 77 elements hold a block of 64: the apply kernel's long_channels
+    # variant, its blocks crossing channel boundaries; channels of 35 take the per-element lookup)
+    spatial = int(np.prod(shape[2:]))
+    assert launch_rule.long_channels(spatial, tier) == (spatial >= 64)
 
 
 @pytest.mark.parametrize("residual", [False, True])
