@@ -147,7 +147,7 @@ def norm_act_linear_kernel(
 ):  # fmt: skip
     if OUT_FEATURES != 0:
         # The variant for launches of exactly this many outputs (the launcher chose it for K): a
-        # constant, so the loop over K is unrolled and its registers freed. The argument is still
+        # constant, so the loop over K and its bounds checks compile away. The argument is still
         # passed (the same parameter list in every variant) and ignored.
         out_features = OUT_FEATURES
     if SHARED:
