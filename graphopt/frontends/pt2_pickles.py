@@ -7,8 +7,8 @@ files whenever its weights-only unpickler refuses them. graphopt refuses such an
 caller trusts it (``trust_pickle=True`` in Python, ``--trust-pickle`` on the command line). What the
 weights-only unpickler accepts (tensors and plain containers) runs no code and is allowed.
 
-Names are compared without case, as torch's zip reader finds them, and two entries whose names differ
-only in case are refused: the check must see the bytes torch will read.
+Names are compared without case, as torch's zip reader finds them (pt2_read refuses two entries whose
+names differ only in case, whether or not pickles are trusted: the checks must see the bytes torch reads).
 """
 
 from __future__ import annotations
@@ -59,16 +59,8 @@ def check_no_pickles(path, archive: zipfile.ZipFile) -> None:
 
 
 def _unpickled_entries(path, archive: zipfile.ZipFile) -> Iterator[str]:
-    entries: dict[str, zipfile.ZipInfo] = {}
     for info in archive.infolist():
         key = info.filename.lower()
-        if key in entries:
-            raise BadInput(
-                f"{path} has two entries named {info.filename!r} (names compared without case, as torch "
-                "reads them); expected a torch.export archive written by torch.export.save"
-            )
-        entries[key] = info
-    for key, info in entries.items():
         inner = key.split("/", 1)[-1]  # (torch reads names below the archive's root folder)
         if inner.startswith(_COMPILED_CODE_DIR) or key.startswith(_COMPILED_CODE_DIR):
             yield f"{info.filename!r} is AOTInductor code, which torch would load and run too"

@@ -3,14 +3,22 @@ wrong with it: not a zip, a zip of something else, an AOTInductor package, a tru
 archive, a program torch cannot deserialize.
 
 The archive is checked before torch reads it: torch's reader does not verify checksums (a flipped
-bit in a weight loads silently), logs a traceback for archives it cannot open, and unpickles what the
-archive asks it to (refused unless trusted: pt2_pickles).
+bit in a weight loads silently), logs a traceback for archives it cannot open, unpickles what the
+archive asks it to (refused unless trusted: pt2_pickles) and evaluates its size expressions
+(pt2_expressions).
+
+torch is then given a copy of the archive made of the entries as the checks read them, never the file
+itself: Python's zipfile and torch's zip reader find a zip's directory differently (data before the
+archive, a second central directory or zip64 record), so a crafted file can show the checks one program
+and torch another.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
+import tempfile
 import warnings
 import zipfile
 import zlib
@@ -31,13 +39,20 @@ FUSED_MARKERS = (b"torch.ops.graphopt.", b"graphopt::")
 def read_pt2(path) -> object:
     """The ExportedProgram in ``path``."""
     path = check_file(path, "a torch.export archive (.pt2)")
-    fused = _check_archive(path)
-    if fused:
-        _register_fused_ops()
+    with tempfile.TemporaryDirectory(prefix="graphopt-pt2-") as scratch:
+        checked = Path(scratch) / "checked.pt2"
+        fused = _check_archive(path, checked)
+        if fused:
+            _register_fused_ops()
+        return _load(path, checked)
+
+
+def _load(path: Path, checked: Path) -> object:
+    """torch.export.load of the checked copy ``checked`` of ``path``."""
     import torch
 
     try:
-        with _quiet_torch_export(), open(path, "rb") as stream:
+        with _quiet_torch_export(), open(checked, "rb") as stream:
             program = torch.export.load(stream)
     except Exception as error:  # torch raises many kinds here; each means the archive is unusable
         detail = str(error).strip().splitlines()[0] if str(error).strip() else ""
@@ -48,14 +63,17 @@ def read_pt2(path) -> object:
     return program
 
 
-def _check_archive(path: Path) -> bool:
-    """Validates the zip container; returns whether the program uses graphopt's fused ops."""
+def _check_archive(path: Path, checked: Path) -> bool:
+    """Validates the zip container and writes the entries it checked to ``checked``; returns whether the
+    program uses graphopt's fused ops."""
     if not zipfile.is_zipfile(path):
         raise BadInput(f"{path} is not a torch.export archive (not a zip file); {EXPECTED}")
     try:
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
-            models = [n for n in names if "/models/" in n and n.endswith(".json")]
+            _check_unique_names(path, names)
+            # (torch loads every entry of a models/ folder as a program, whatever its suffix)
+            models = [n for n in names if _is_program(n)]
             legacy = "version" in names  # the archive layout of older torch releases
             if not legacy and not any(n.endswith("/archive_format") for n in names):
                 raise BadInput(
@@ -68,17 +86,50 @@ def _check_archive(path: Path) -> bool:
                     f"{EXPECTED}"
                 )
             _check_inflation(path, archive)
-            bad = archive.testzip()
-            if bad is not None:
-                raise BadInput(f"{path} is corrupt: {bad!r} fails its checksum; {EXPECTED}")
+            _copy_entries(path, archive, checked)  # (every entry read once, its checksum verified)
             check_no_pickles(path, archive)
-            # (the JSON entries, each read once: the programs' size expressions and fused ops)
-            documents = {n: archive.read(n) for n in names if n.lower().endswith(".json")}
+            # (the JSON entries and programs, each read once: the size expressions and fused ops)
+            documents = {n: archive.read(n) for n in names if n.lower().endswith(".json") or _is_program(n)}
             check_size_expressions(path, documents)
             return any(marker in documents[n] for n in models for marker in FUSED_MARKERS)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as error:
         # (NotImplementedError: a damaged header names a compression method zipfile does not have)
         raise BadInput(f"{path} is a damaged zip archive ({error}); {EXPECTED}") from None
+
+
+def _is_program(name: str) -> bool:
+    """Whether torch.export.load reads the entry ``name`` as a serialized program: any entry of the
+    models/ folder below the archive's root (names compared without case, as torch's reader does)."""
+    return name.lower().split("/", 1)[-1].startswith("models/")
+
+
+def _check_unique_names(path: Path, names: list[str]) -> None:
+    """Raises BadInput for two entries whose names differ at most in case: zipfile and torch's reader
+    (which ignores case) could each take a different one."""
+    seen: set[str] = set()
+    for name in names:
+        if name.lower() in seen:
+            raise BadInput(
+                f"{path} has two entries named {name!r} (names compared without case, as torch reads "
+                f"them); {EXPECTED}"
+            )
+        seen.add(name.lower())
+
+
+def _copy_entries(path: Path, archive: zipfile.ZipFile, checked: Path) -> None:
+    """Writes every entry of ``archive`` as zipfile reads it, uncompressed, to a new zip ``checked``
+    (the only file torch is given); raises BadInput for an entry that fails its checksum."""
+    with zipfile.ZipFile(checked, "w", zipfile.ZIP_STORED, allowZip64=True) as copy:
+        for info in archive.infolist():
+            if info.is_dir():
+                copy.writestr(info.filename, b"")
+                continue
+            try:
+                with archive.open(info) as source, copy.open(info.filename, "w", force_zip64=True) as target:
+                    shutil.copyfileobj(source, target, 1 << 20)
+            except zipfile.BadZipFile:
+                bad = f"{info.filename!r} fails its checksum"
+                raise BadInput(f"{path} is corrupt: {bad}; {EXPECTED}") from None
 
 
 # An entry that inflates past this many bytes, at more than this ratio to its stored size, is taken for
