@@ -4,8 +4,8 @@ archive, a program torch cannot deserialize.
 
 The archive is checked before torch reads it: torch's reader does not verify checksums (a flipped
 bit in a weight loads silently), logs a traceback for archives it cannot open, unpickles what the
-archive asks it to (refused unless trusted: pt2_pickles) and evaluates its size expressions
-(pt2_expressions).
+archive asks it to (refused unless trusted: pt2_pickles), evaluates its size expressions
+(pt2_expressions) and writes its names and guards into code it runs (pt2_program_code).
 
 torch is then given a copy of the archive made of the entries as the checks read them, never the file
 itself: Python's zipfile and torch's zip reader find a zip's directory differently (data before the
@@ -28,6 +28,7 @@ from ..errors import BadInput
 from .onnx_read import check_file
 from .pt2_expressions import check_size_expressions
 from .pt2_pickles import check_no_pickles
+from .pt2_program_code import check_program_code
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,9 @@ def _check_archive(path: Path, checked: Path) -> bool:
             # (the JSON entries and programs, each read once: the size expressions and fused ops)
             documents = {n: archive.read(n) for n in names if n.lower().endswith(".json") or _is_program(n)}
             check_size_expressions(path, documents)
+            for name, data in documents.items():
+                if _is_program(name) or b'"graph_module"' in data:  # (older archives name it otherwise)
+                    check_program_code(path, name, data)
             return any(marker in documents[n] for n in models for marker in FUSED_MARKERS)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as error:
         # (NotImplementedError: a damaged header names a compression method zipfile does not have)

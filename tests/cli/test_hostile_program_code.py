@@ -1,0 +1,155 @@
+"""A .pt2 whose program strings torch turns into code: value and subgraph names that FX writes into the
+source it execs, guards that program.module() execs, a pytree spec that makes torch import a module by
+name, a node that imports and applies an autograd function by name. Each ran code (or an import) while
+graphopt loaded or checked the program; each is refused with one line before torch reads it."""
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+from cli_run import assert_bad_input, graphopt
+from test_hostile_archives import COMMANDS
+
+import graphopt as api
+from graphopt.errors import BadInput
+from graphopt.frontends.pt2_program_code import check_program_code
+
+
+class Inputs(torch.nn.Module):
+    def forward(self, x, pair, unused):
+        return torch.relu(x + pair["a"]) * pair["b"].sum()
+
+
+def _archive(path: Path) -> Path:
+    args = (torch.randn(4, 8), {"a": torch.randn(4, 8), "b": torch.randn(3)}, torch.randn(2))
+    torch.export.save(torch.export.export(Inputs(), args), path)
+    return path
+
+
+def _edited(source: Path, target: Path, edit) -> Path:
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w") as new:
+        for info in old.infolist():
+            data = old.read(info)
+            if info.filename.endswith("/models/model.json"):
+                document = json.loads(data)
+                edit(document)
+                data = json.dumps(document).encode()
+            new.writestr(info.filename, data)
+    return target
+
+
+def _renamed(document: dict, old: str, new: str) -> None:
+    document.update(json.loads(json.dumps(document).replace(json.dumps(old), json.dumps(new))))
+
+
+def _enum_context(document: dict) -> None:
+    """The pair's dict spec given an enum key: torch's pytree reader imports the module it names."""
+    signature = document["graph_module"]["module_call_graph"][0]["signature"]
+    keys = json.dumps(json.dumps(["a", "b"]))[1:-1]
+    planted = json.dumps(json.dumps(["a", {"__enum__": True, "fqn": "this:s", "name": "x"}]))[1:-1]
+    assert keys in signature["in_spec"]
+    signature["in_spec"] = signature["in_spec"].replace(keys, planted)
+
+
+def _payload(marker: Path) -> str:
+    return f"__import__('builtins').open({str(marker)!r}, 'w')"
+
+
+EDITS = {
+    "input name": lambda doc, code: _renamed(doc, "unused", f"unused={code}"),
+    "value name": lambda doc, code: _renamed(doc, "relu", f"torch.__dict__[{code}]"),
+    "guard": lambda doc, code: doc.update(guards_code=[f"{code} == 0"]),
+    "pytree enum": lambda doc, code: _enum_context(doc),
+    "import by name": lambda doc, code: doc["graph_module"]["graph"]["nodes"].insert(
+        0,
+        {
+            "target": "torch.export.custom_ops._call_custom_autograd_function_in_pre_dispatch",
+            "inputs": [],
+            "outputs": [],
+            "metadata": {},
+            "name": "evil",
+        },
+    ),
+}
+WHY = {
+    "input name": "that is not an identifier",
+    "value name": "that is not an identifier",
+    "guard": "that is not a comparison of sizes",
+    "pytree enum": "which torch would import by name",
+    "import by name": "imports and runs a function by name",
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_program_strings_that_torch_would_run_are_refused(edit, tmp_path):
+    marker = tmp_path / "marker"
+    archive = _edited(
+        _archive(tmp_path / "clean.pt2"), tmp_path / "edited.pt2", lambda d: EDITS[edit](d, _payload(marker))
+    )
+
+    with pytest.raises(BadInput, match=WHY[edit]):
+        api.optimize(archive)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_refuses_a_planted_name(command, tmp_path):
+    marker = tmp_path / "marker"
+    archive = _edited(
+        _archive(tmp_path / "clean.pt2"),
+        tmp_path / "named.pt2",
+        lambda d: EDITS["input name"](d, _payload(marker)),
+    )
+
+    result = graphopt(*COMMANDS[command](archive, tmp_path))
+
+    assert_bad_input(result, str(archive), "not an identifier", "would run it as Python code")
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+def test_what_torch_export_save_writes_passes(tmp_path):
+    archive = _archive(tmp_path / "clean.pt2")
+    with zipfile.ZipFile(archive) as opened:
+        name = next(n for n in opened.namelist() if n.endswith("/models/model.json"))
+        check_program_code(archive, name, opened.read(name))  # (no error)
+    _, report = api.optimize(archive)
+    assert report.verification["ok"]
+
+
+@pytest.mark.parametrize(
+    "guard",
+    ["L['x'].size()[0] == 4", "2 <= L['x'].size()[0] and L['x'].stride()[1] == 1", "L['y'].dim() != 3"],
+)
+def test_guards_comparing_sizes_pass(guard):
+    check_program_code("a.pt2", "models/model.json", json.dumps({"guards_code": [guard]}).encode())
+
+
+@pytest.mark.parametrize(
+    "guard",
+    ["__import__('os').system('true') == 0", "L['x'].__class__ == 1", "open('f') == 1", "(lambda: 0)() == 0",
+     "L['x'].size(key=1) == 2", 7],
+)  # fmt: skip
+def test_other_guards_are_refused(guard):
+    with pytest.raises(BadInput, match="not a comparison of sizes"):
+        check_program_code("a.pt2", "models/model.json", json.dumps({"guards_code": [guard]}).encode())
+
+
+@pytest.mark.parametrize(
+    ("field", "why"),
+    [
+        ({"parameter_name": 'w")+__import__("os").system("true")+("'}, "not a dotted name"),
+        ({"target": "torch.ops.aten.add.Tensor'); open('f"}, "not a dotted name"),
+        ({"as_operator": "torch.os.system"}, "not a torch op"),
+    ],
+)
+def test_module_paths_and_operators_are_checked_too(field, why):
+    with pytest.raises(BadInput, match=why):
+        check_program_code("a.pt2", "models/model.json", json.dumps({"graph_module": [field]}).encode())
+    honest = {
+        "parameter_name": "layers.0.weight",
+        "target": "torch.ops.aten.add.Tensor",
+        "as_operator": "torch.ops.aten.mm.default",
+    }
+    check_program_code("a.pt2", "models/model.json", json.dumps({"graph_module": [honest]}).encode())
