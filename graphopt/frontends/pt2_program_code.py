@@ -7,7 +7,8 @@ code it generates and runs, or in names it imports:
   buffers: FX writes them into the ``forward`` source it execs (an input named ``x=__import__(...)``
   becomes a default argument; a subgraph name with quotes breaks out of ``getattr(self, "...")``);
 * ``guards_code``: ``program.module()`` pastes each entry into a function it execs and calls;
-* pytree specs: a context holding ``{"__enum__": ...}`` makes torch import a module by name;
+* pytree specs: a context holding ``{"__enum__": ...}`` makes torch import a module by name, as does a
+  ``defaultdict``'s factory (only ``builtins`` and ``collections`` factories are taken);
 * ``_call_custom_autograd_function_in_pre_dispatch`` nodes import an autograd function by name and
   apply it to whatever ``as_operator`` argument follows.
 
@@ -40,6 +41,9 @@ _GUARD_NODES = (
     ast.Gt, ast.GtE,
 )  # fmt: skip
 _GUARD_ATTRIBUTES = frozenset({"size", "stride", "storage_offset", "dim"})
+# Pytree specs and their contexts are JSON documents inside the program's strings.
+_NESTED_JSON_KEYS = frozenset({"in_spec", "out_spec", "context"})
+_FACTORY_MODULES = frozenset({"builtins", "collections"})
 
 
 def check_program_code(path, name: str, data: bytes) -> None:
@@ -59,9 +63,18 @@ def check_program_code(path, name: str, data: bytes) -> None:
             continue
         if not isinstance(item, dict):
             continue
+        factory = item.get("default_factory_module")
+        if factory is not None and factory not in _FACTORY_MODULES:
+            _refuse(
+                path,
+                name,
+                f"a pytree spec whose factory comes from {str(factory)[:80]!r}, which torch would import",
+            )
         for key, value in item.items():
             if isinstance(value, str):
                 _check_string(path, name, key, value)
+                if key in _NESTED_JSON_KEYS:
+                    stack.append(_nested(value))
             elif key == "guards_code" and isinstance(value, list):
                 for guard in value:
                     _check_guard(path, name, guard)
@@ -71,6 +84,14 @@ def check_program_code(path, name: str, data: bytes) -> None:
                 stack.append(value)
             else:
                 stack.append(value)
+
+
+def _nested(text: str) -> object:
+    """The JSON document a spec string holds (None where it holds none: torch cannot read it either)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _check_string(path, name: str, key: str, value: str) -> None:

@@ -153,3 +153,16 @@ def test_module_paths_and_operators_are_checked_too(field, why):
         "as_operator": "torch.ops.aten.mm.default",
     }
     check_program_code("a.pt2", "models/model.json", json.dumps({"graph_module": [honest]}).encode())
+
+
+def test_a_defaultdict_factory_from_another_module_is_refused():
+    def spec(module: str) -> bytes:
+        context = json.dumps(
+            {"default_factory_module": module, "default_factory_name": "list", "dict_context": []}
+        )
+        tree = [1, {"type": "collections.defaultdict", "context": context, "children_spec": []}]
+        return json.dumps({"graph_module": {"signature": {"in_spec": json.dumps(tree)}}}).encode()
+
+    check_program_code("a.pt2", "models/model.json", spec("builtins"))
+    with pytest.raises(BadInput, match="factory comes from 'evil'"):
+        check_program_code("a.pt2", "models/model.json", spec("evil"))
