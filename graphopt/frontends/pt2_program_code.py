@@ -63,8 +63,10 @@ def check_program_code(path, name: str, data: bytes) -> None:
             continue
         if not isinstance(item, dict):
             continue
+        if "__enum__" in item:  # (the raw check above misses a key spelled with JSON escapes)
+            _refuse(path, name, "a pytree spec naming an enum, which torch would import by name")
         factory = item.get("default_factory_module")
-        if factory is not None and factory not in _FACTORY_MODULES:
+        if factory is not None and (not isinstance(factory, str) or factory not in _FACTORY_MODULES):
             _refuse(
                 path,
                 name,

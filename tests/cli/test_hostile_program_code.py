@@ -166,3 +166,20 @@ def test_a_defaultdict_factory_from_another_module_is_refused():
     check_program_code("a.pt2", "models/model.json", spec("builtins"))
     with pytest.raises(BadInput, match="factory comes from 'evil'"):
         check_program_code("a.pt2", "models/model.json", spec("evil"))
+
+
+def test_an_enum_key_spelled_with_json_escapes_is_refused_too():
+    context = '["a", {"\\u005f_enum__": true, "fqn": "this:s", "name": "x"}]'
+    assert "__enum__" not in context and "__enum__" in json.loads(context)[1]
+    tree = [1, {"type": "builtins.dict", "context": context, "children_spec": []}]
+    document = json.dumps({"graph_module": {"signature": {"in_spec": json.dumps(tree)}}}).encode()
+    with pytest.raises(BadInput, match="naming an enum"):
+        check_program_code("a.pt2", "models/model.json", document)
+
+
+def test_a_factory_that_is_not_a_module_name_is_refused():
+    spec = json.dumps(
+        [1, {"type": "collections.defaultdict", "context": json.dumps({"default_factory_module": {}})}]
+    )
+    with pytest.raises(BadInput, match="factory comes from"):
+        check_program_code("a.pt2", "models/model.json", json.dumps({"out_spec": spec}).encode())
