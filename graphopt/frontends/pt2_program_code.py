@@ -10,7 +10,8 @@ code it generates and runs, or in names it imports:
 * pytree specs: a context holding ``{"__enum__": ...}`` makes torch import a module by name, as does a
   ``defaultdict``'s factory (only ``builtins`` and ``collections`` factories are taken);
 * ``_call_custom_autograd_function_in_pre_dispatch`` nodes import an autograd function by name and
-  apply it to whatever ``as_operator`` argument follows.
+  apply it to whatever ``as_operator`` argument follows; higher-order ops such as ``wrap`` call their
+  operator argument, and Python's ``operator.attrgetter`` chained so reaches any object.
 
 torch.export.save writes identifiers, dotted module paths, comparisons of tensor sizes and plain
 pytree contexts; anything else is refused with one line before torch reads the archive.
@@ -30,8 +31,16 @@ _PATH_KEYS = frozenset(
     {"target", "parameter_name", "buffer_name", "tensor_constant_name", "custom_obj_name", "fqn"}
 )
 _DOTTED = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
-_OPERATOR_PREFIXES = ("torch.ops.", "_operator.")
+# An operator argument (what a higher-order op calls) must be a torch op: Python's operator functions
+# (attrgetter, itemgetter) chained through a higher-order op that calls its argument reach any object.
+_TORCH_OP = re.compile(r"torch\.ops\.[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+")
 _IMPORTING_TARGETS = ("_call_custom_autograd_function",)
+# Higher-order ops that call whatever they are given, which torch.export does not write.
+_CALLING_TARGETS = frozenset(
+    f"torch.ops.higher_order.{op}"
+    for op in ("wrap", "tag_activation_checkpoint", "wrap_activation_checkpoint", "flat_apply",
+               "invoke_leaf_function", "dynamo_bypassing_wrapper")
+)  # fmt: skip
 # What a guard may be: comparisons and arithmetic of tensor sizes, strides and numbers, reached as
 # L['input'].size()[0] (the names torch gives the inputs).
 _GUARD_NODES = (
@@ -105,7 +114,9 @@ def _check_string(path, name: str, key: str, value: str) -> None:
         _refuse(path, name, f"a {key} {value[:80]!r} that is not a dotted name")
     elif key == "target" and any(part in value for part in _IMPORTING_TARGETS):
         _refuse(path, name, f"a call of {value[:80]!r}, which imports and runs a function by name")
-    elif key == "as_operator" and not (_DOTTED.fullmatch(value) and value.startswith(_OPERATOR_PREFIXES)):
+    elif key == "target" and value in _CALLING_TARGETS:
+        _refuse(path, name, f"a call of {value[:80]!r}, which calls whatever it is given")
+    elif key == "as_operator" and not _TORCH_OP.fullmatch(value):
         _refuse(path, name, f"an operator argument {value[:80]!r} that is not a torch op")
 
 

@@ -183,3 +183,20 @@ def test_a_factory_that_is_not_a_module_name_is_refused():
     )
     with pytest.raises(BadInput, match="factory comes from"):
         check_program_code("a.pt2", "models/model.json", json.dumps({"out_spec": spec}).encode())
+
+
+@pytest.mark.parametrize(
+    ("field", "why"),
+    [
+        ({"as_operator": "_operator.attrgetter"}, "not a torch op"),
+        ({"target": "torch.ops.higher_order.wrap"}, "calls whatever it is given"),
+        ({"target": "torch.ops.higher_order.flat_apply"}, "calls whatever it is given"),
+    ],
+)
+def test_higher_order_ops_that_call_python_objects_are_refused(field, why):
+    # (a chain of wrap nodes applying operator.attrgetter and itemgetter reached exec through a tensor's
+    # class; it failed only because FX could not print the arguments, and an interpreter would run it)
+    with pytest.raises(BadInput, match=why):
+        check_program_code("a.pt2", "models/model.json", json.dumps({"graph_module": [field]}).encode())
+    honest = {"target": "torch.ops.higher_order.wrap_with_set_grad_enabled"}
+    check_program_code("a.pt2", "models/model.json", json.dumps({"graph_module": [honest]}).encode())
