@@ -32,6 +32,9 @@ _trusted: contextvars.ContextVar[bool] = contextvars.ContextVar("graphopt_trust_
 _CONFIG_SUFFIXES = ("_weights_config.json", "_constants_config.json")
 _PICKLED_PREFIXES = ("custom_obj_", "opaque_obj_")
 _COMPILED_CODE_DIR = "data/aotinductor/"
+# The older archive layout's pickled weights and constants under a .json name (torch.export.load reads
+# them by these exact names, weights-only first, then with the full unpickler).
+LEGACY_PICKLES = frozenset({"serialized_state_dict.json", "serialized_constants.json"})
 
 
 @contextlib.contextmanager
@@ -66,7 +69,11 @@ def _unpickled_entries(path, archive: zipfile.ZipFile) -> Iterator[str]:
             yield f"{info.filename!r} is AOTInductor code, which torch would load and run too"
         elif key.endswith(_CONFIG_SUFFIXES):
             yield from _pickled_payloads(path, info, archive.read(info))
-        elif key.endswith(".pt") and info.file_size and not _weights_only(archive.read(info)):
+        elif (
+            (key.endswith(".pt") or info.filename in LEGACY_PICKLES)
+            and info.file_size
+            and not _weights_only(archive.read(info))
+        ):
             yield f"{info.filename!r} holds objects that only the full unpickler would load"
 
 

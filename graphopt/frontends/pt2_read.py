@@ -27,7 +27,7 @@ from pathlib import Path
 from ..errors import BadInput
 from .onnx_read import check_file
 from .pt2_expressions import check_size_expressions
-from .pt2_pickles import check_no_pickles
+from .pt2_pickles import LEGACY_PICKLES, check_no_pickles
 from .pt2_program_code import check_program_code
 
 log = logging.getLogger(__name__)
@@ -89,12 +89,17 @@ def _check_archive(path: Path, checked: Path) -> bool:
             _check_inflation(path, archive)
             _copy_entries(path, archive, checked)  # (every entry read once, its checksum verified)
             check_no_pickles(path, archive)
-            # (the JSON entries and programs, each read once: the size expressions and fused ops)
-            documents = {n: archive.read(n) for n in names if n.lower().endswith(".json") or _is_program(n)}
+            # (the JSON entries and programs, each read once and parsed whole: the size expressions,
+            # the strings torch writes into code, and the fused ops; the older layout's pickles under
+            # a .json name are pt2_pickles' concern)
+            documents = {
+                n: archive.read(n)
+                for n in names
+                if (n.lower().endswith(".json") or _is_program(n)) and n not in LEGACY_PICKLES
+            }
             check_size_expressions(path, documents)
             for name, data in documents.items():
-                if _is_program(name) or b'"graph_module"' in data:  # (older archives name it otherwise)
-                    check_program_code(path, name, data)
+                check_program_code(path, name, data)
             return any(marker in documents[n] for n in models for marker in FUSED_MARKERS)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as error:
         # (NotImplementedError: a damaged header names a compression method zipfile does not have)

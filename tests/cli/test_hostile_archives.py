@@ -197,3 +197,56 @@ def test_external_data_named_with_a_nul_byte_is_bad_input(command, tmp_path):
 
     assert_bad_input(result, "names external data 'w.bin\\x00x'; expected a file beside the model")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_size_expression_under_an_escaped_key_is_checked_too(tmp_path):
+    # ("expr\u005fstr" is expr_str to torch's JSON reader, but not the bytes the check looked for)
+    marker = tmp_path / "marker"
+    planted = _planted_expression(tmp_path, marker)
+    escaped = _rewrite_models(
+        planted, tmp_path / "escaped.pt2", lambda data: data.replace(b'"expr_str"', b'"expr\\u005fstr"')
+    )
+    with pytest.raises(BadInput, match="size expression"):
+        api.optimize(escaped, verify=False)
+    assert not marker.exists()
+
+
+class _Planted:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):  # (what an unpickler would call: never run here)
+        return (open, (self.marker, "w"))
+
+
+def _legacy_archive(path: Path, entries: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("version", "8.0")
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return path
+
+
+def test_the_older_layouts_pickles_under_a_json_name_are_checked(tmp_path):
+    import pickle
+
+    marker = tmp_path / "marker"
+    archive = _legacy_archive(
+        tmp_path / "legacy.pt2",
+        {
+            "serialized_exported_program.json": b"{}",
+            "serialized_state_dict.json": pickle.dumps(_Planted(marker)),
+        },
+    )
+    with pytest.raises(BadInput, match=r"'serialized_state_dict\.json' holds objects"):
+        api.optimize(archive, verify=False)
+    assert not marker.exists()
+
+
+def test_the_older_layouts_program_is_checked_whatever_its_keys_spelling(tmp_path):
+    document = {"graph_module": {"graph": {"inputs": [{"as_tensor": {"name": "x=__import__('os')"}}]}}}
+    text = json.dumps(document).replace('"graph_module"', '"graph\\u005fmodule"')
+    assert "graph_module" not in text and "graph_module" in json.loads(text)
+    archive = _legacy_archive(tmp_path / "legacy.pt2", {"serialized_exported_program.json": text.encode()})
+    with pytest.raises(BadInput, match="not an identifier"):
+        api.optimize(archive, verify=False)
