@@ -65,6 +65,7 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_group_norm import SHAPES, copies_past_l2, rotating
+from bench.widths_timing import GraphTimer
 from graphopt.benchmark.timing import gpu_us
 from graphopt.fused import register_torch_ops
 from graphopt.fused.group_norm_act.kernel_parts import finish_block, load_sum, spatial_divider
@@ -113,28 +114,10 @@ def group_norm_one_pass_kernel(
     )  # fmt: skip
 
 
-def graph_us(call, calls: int = 20, replays: int = 20) -> float:
-    """One call's time inside a CUDA graph of ``calls`` calls (median replay / calls)."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            call()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for _ in range(calls):
-            call()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return sorted(times)[len(times) // 2]
+def graph_us(call, calls: int = 20) -> float:
+    """One call's time inside a CUDA graph of ``calls`` calls (bench/widths_timing.py's GraphTimer)."""
+    graph, _ = GraphTimer.capture([call] * calls)
+    return GraphTimer(replays=20).replay_us(graph, calls)
 
 
 def one_pass(x, r, scale, bias, y, s, groups, block_n, warps):

@@ -36,12 +36,20 @@ MAX_EXPRESSION_CHARS = 100_000
 EXPECTED = "expected a torch.export archive written by torch.export.save"
 
 
-def check_size_expressions(path, documents: dict[str, bytes]) -> None:
-    """Raises BadInput if a JSON entry of the archive (``documents``: name -> bytes) holds a size
-    expression that is not a tree of sympy calls (which torch would evaluate as Python code)."""
-    # (every entry parsed: a key spelled with JSON escapes, "expr\u005fstr", is expr_str to torch)
-    for name, data in documents.items():
-        for expression in _expressions(path, name, data):
+def parse_document(path, name: str, data: bytes) -> object:
+    """The JSON entry ``name`` of the archive, parsed whole (a key spelled with JSON escapes,
+    "expr\u005fstr", is expr_str to torch: no check may search the raw bytes instead)."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        raise BadInput(f"{path}: {name!r} is not valid JSON; {EXPECTED}") from None
+
+
+def check_size_expressions(path, documents: dict[str, object]) -> None:
+    """Raises BadInput if a JSON entry of the archive (``documents``: name -> parsed document) holds a
+    size expression that is not a tree of sympy calls (which torch would evaluate as Python code)."""
+    for name, document in documents.items():
+        for expression in _expressions(document):
             why = why_not_plain(expression)
             if why:
                 raise BadInput(
@@ -51,12 +59,8 @@ def check_size_expressions(path, documents: dict[str, bytes]) -> None:
                 )
 
 
-def _expressions(path, name: str, data: bytes) -> list[str]:
+def _expressions(document: object) -> list[str]:
     """Every ``expr_str`` of a JSON entry (walked without recursion: the nesting is the file's choice)."""
-    try:
-        document = json.loads(data)
-    except (ValueError, RecursionError):
-        raise BadInput(f"{path}: {name!r} is not valid JSON; {EXPECTED}") from None
     found, stack = [], [document]
     while stack:
         item = stack.pop()

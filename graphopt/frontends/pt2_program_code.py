@@ -55,15 +55,11 @@ _NESTED_JSON_KEYS = frozenset({"in_spec", "out_spec", "context"})
 _FACTORY_MODULES = frozenset({"builtins", "collections"})
 
 
-def check_program_code(path, name: str, data: bytes) -> None:
-    """Raises BadInput if the serialized program ``data`` (entry ``name``) holds a string that torch
-    would turn into code or an import beyond what torch.export.save writes."""
+def check_program_code(path, name: str, data: bytes, document: object) -> None:
+    """Raises BadInput if the serialized program ``data`` (entry ``name``, parsed: ``document``) holds
+    a string that torch would turn into code or an import beyond what torch.export.save writes."""
     if b"__enum__" in data:
         _refuse(path, name, "a pytree spec naming an enum, which torch would import by name")
-    try:
-        document = json.loads(data)
-    except (ValueError, RecursionError):
-        raise BadInput(f"{path}: {name!r} is not valid JSON; {EXPECTED}") from None
     stack = [document]
     while stack:
         item = stack.pop()

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..errors import BadInput
 from .onnx_read import check_file
-from .pt2_expressions import check_size_expressions
+from .pt2_expressions import check_size_expressions, parse_document
 from .pt2_pickles import LEGACY_PICKLES, check_no_pickles
 from .pt2_program_code import check_program_code
 
@@ -97,9 +97,10 @@ def _check_archive(path: Path, checked: Path) -> bool:
                 for n in names
                 if (n.lower().endswith(".json") or _is_program(n)) and n not in LEGACY_PICKLES
             }
-            check_size_expressions(path, documents)
+            parsed = {n: parse_document(path, n, data) for n, data in documents.items()}
+            check_size_expressions(path, parsed)
             for name, data in documents.items():
-                check_program_code(path, name, data)
+                check_program_code(path, name, data, parsed[name])
             return any(marker in documents[n] for n in models for marker in FUSED_MARKERS)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as error:
         # (NotImplementedError: a damaged header names a compression method zipfile does not have)
