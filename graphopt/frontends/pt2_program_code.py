@@ -13,8 +13,8 @@ code it generates and runs, or in names it imports:
   apply it to whatever ``as_operator`` argument follows; higher-order ops such as ``wrap`` call their
   operator argument, and Python's ``operator.attrgetter`` chained so reaches any object.
 
-torch.export.save writes identifiers, dotted module paths, comparisons of tensor sizes and plain
-pytree contexts; anything else is refused with one line before torch reads the archive.
+torch.export.save writes identifiers, dotted operator names, module paths, comparisons of tensor sizes
+and plain pytree contexts; anything else is refused with one line before torch reads the archive.
 """
 
 from __future__ import annotations
@@ -27,10 +27,16 @@ from ..errors import BadInput
 
 EXPECTED = "expected a torch.export archive written by torch.export.save"
 _NAME_KEYS = frozenset({"name", "as_name"})  # (a value's, a named argument's, a subgraph's name)
-_PATH_KEYS = frozenset(
-    {"target", "parameter_name", "buffer_name", "tensor_constant_name", "custom_obj_name", "fqn"}
+_DOTTED = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")  # (what an operator's name is)
+# Module paths: a module's name in its parent is any string without a dot (torchvision's RegNet names
+# its blocks "block1-0", a ModuleDict takes any key). FX writes a part that is not an identifier as
+# getattr(self, "part"): a quote or backslash could break out of that string, a control character
+# break the line; anything else is inert inside it.
+_MODULE_PATH_KEYS = frozenset(
+    {"parameter_name", "buffer_name", "tensor_constant_name", "custom_obj_name", "fqn"}
 )
-_DOTTED = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
+_MODULE_PART = r"[^.\"'\\\x00-\x1f\x7f]+"
+_MODULE_PATH = re.compile(rf"{_MODULE_PART}(\.{_MODULE_PART})*")
 # An operator argument (what a higher-order op calls) must be a torch op: Python's operator functions
 # (attrgetter, itemgetter) chained through a higher-order op that calls its argument reach any object.
 _TORCH_OP = re.compile(r"torch\.ops\.[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+")
@@ -106,8 +112,10 @@ def _check_string(path, name: str, key: str, value: str) -> None:
     # name it could only make the generated code fail to compile, never run)
     if key in _NAME_KEYS and value and not value.isidentifier():
         _refuse(path, name, f"a {key} {value[:80]!r} that is not an identifier")
-    elif key in _PATH_KEYS and value and not _DOTTED.fullmatch(value):
+    elif key == "target" and value and not _DOTTED.fullmatch(value):
         _refuse(path, name, f"a {key} {value[:80]!r} that is not a dotted name")
+    elif key in _MODULE_PATH_KEYS and value and not _MODULE_PATH.fullmatch(value):
+        _refuse(path, name, f"a {key} {value[:80]!r} that is not a module path")
     elif key == "target" and any(part in value for part in _IMPORTING_TARGETS):
         _refuse(path, name, f"a call of {value[:80]!r}, which imports and runs a function by name")
     elif key == "target" and value in _CALLING_TARGETS:

@@ -121,6 +121,30 @@ def test_what_torch_export_save_writes_passes(tmp_path):
     assert report.verification["ok"]
 
 
+class Hyphenated(torch.nn.Module):
+    """Modules named as torchvision's RegNet names its blocks ("block1-0") and as a ModuleDict may be
+    keyed: the program's module paths hold them verbatim."""
+
+    def __init__(self):
+        super().__init__()
+        self.add_module("block1-0", torch.nn.Linear(8, 8))
+        self.heads = torch.nn.ModuleDict({"head (main)": torch.nn.Linear(8, 2)})
+        self.register_buffer("offset-1", torch.randn(8))
+
+    def forward(self, x):
+        return self.heads["head (main)"](torch.relu(getattr(self, "block1-0")(x) + getattr(self, "offset-1")))
+
+
+def test_module_names_that_are_not_identifiers_pass(tmp_path):
+    archive = tmp_path / "hyphenated.pt2"
+    torch.export.save(torch.export.export(Hyphenated().eval(), (torch.randn(4, 8),)), archive)
+    assert b"block1-0.weight" in zipfile.ZipFile(archive).read(
+        next(n for n in zipfile.ZipFile(archive).namelist() if n.endswith("/models/model.json"))
+    )
+    _, report = api.optimize(archive)
+    assert report.verification["ok"]
+
+
 @pytest.mark.parametrize(
     "guard",
     ["L['x'].size()[0] == 4", "2 <= L['x'].size()[0] and L['x'].stride()[1] == 1", "L['y'].dim() != 3"],
@@ -142,7 +166,10 @@ def test_other_guards_are_refused(guard):
 @pytest.mark.parametrize(
     ("field", "why"),
     [
-        ({"parameter_name": 'w")+__import__("os").system("true")+("'}, "not a dotted name"),
+        ({"parameter_name": 'w")+__import__("os").system("true")+("'}, "not a module path"),
+        ({"fqn": 'layers.0\\").system(\\"true'}, "not a module path"),
+        ({"buffer_name": "w\n+1"}, "not a module path"),
+        ({"fqn": "layers..0"}, "not a module path"),
         ({"target": "torch.ops.aten.add.Tensor'); open('f"}, "not a dotted name"),
         ({"as_operator": "torch.os.system"}, "not a torch op"),
         # (a chain of wrap nodes applying operator.attrgetter and itemgetter reached exec through a
@@ -158,6 +185,7 @@ def test_module_paths_operators_and_calling_higher_order_ops_are_checked(field, 
         _check({"graph_module": [field]})
     honest = [
         {"parameter_name": "layers.0.weight", "target": "torch.ops.aten.add.Tensor"},
+        {"fqn": "trunk_output.block4.block4-5.activation", "buffer_name": "heads.head (main).bias"},
         {"as_operator": "torch.ops.aten.mm.default"},
         {"target": "torch.ops.higher_order.wrap_with_set_grad_enabled"},
     ]
