@@ -34,7 +34,8 @@ std::string Shape(const GroupNormActParams& p, int64_t* rows, int64_t* cols) {
 Plan Choose(const GroupNormActParams& p, int64_t rows, int64_t cols) {
   const KernelTable& table = GeneratedKernelTable();
   // The split variants' rule (min_cols, max_rows) decides; residual_sum and partials may be absent
-  // (stand-ins then: X or Y), the per-channel Scale and Bias are not loaded as vectors.
+  // (stand-ins then: X or Y), the per-channel Scale and Bias are not loaded as vectors. Both kernels
+  // have aligned variants (16-byte vector loads).
   const bool aligned = IsAligned(table, cols, {p.x, p.residual, p.y, p.residual_sum, p.partials});
   Plan plan;
   // Where each channel holds a whole block, the apply kernel's long_channels variant scales and shifts by
@@ -49,7 +50,7 @@ Plan Choose(const GroupNormActParams& p, int64_t rows, int64_t cols) {
     plan.chunks = (cols + plan.chunk - 1) / plan.chunk;
     return plan;
   }
-  plan.whole = Select(table, KernelOp::kGroupNormAct, p.dtype, cols, false);
+  plan.whole = Select(table, KernelOp::kGroupNormAct, p.dtype, cols, aligned);
   return plan;
 }
 

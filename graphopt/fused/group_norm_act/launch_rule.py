@@ -22,18 +22,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphopt.kernels.launch_rules import ELEMENT_BYTES, Tier, cdiv, find_tier
+from graphopt.kernels.launch_rules import ELEMENT_BYTES, Tier, cdiv, find_tier, pick_tier
 
 # The whole kernel: a row is one run, one run per program; about 16 values per thread in the
-# one-block tiers; runs past the last one are looped in blocks of 4096. No aligned variants: a run
-# starts at any multiple of its length.
-_WHOLE = {
-    4: (Tier(1024, 1, 1024, 4, aligned=False), Tier(4096, 1, 4096, 8, aligned=False),
-        Tier(8192, 1, 8192, 16, aligned=False)),
-    2: (Tier(1024, 1, 1024, 2, aligned=False), Tier(4096, 1, 4096, 8, aligned=False),
-        Tier(16384, 1, 16384, 16, aligned=False)),
-}  # fmt: skip
-_LOOP = Tier(2**62, 1, 4096, 8, looped=True, aligned=False)
+# one-block tiers; runs past the last one are looped in blocks of 4096. Each shape twice: aligned (16-byte
+# vector loads and stores), for a group_size that is a multiple of 16 (every run then starts aligned, as
+# Triton's JIT finds by itself), then for any other. The ahead-of-time library had only the unaligned
+# ones, so its 16-bit kernels loaded one element at a time: on an H200, 8x320x64x64 fp16 with a residual
+# took 63.5 us through the library against 43.1 through the JIT
+# (bench/results/2026-11-28-h200/group_norm_long_channels/native_after and jit_after).
+_WHOLE_SHAPES = {4: ((1024, 4), (4096, 8), (8192, 16)), 2: ((1024, 2), (4096, 8), (16384, 16))}
+_LOOP_SHAPE = (4096, 8)
+
+
+def _whole_tiers(element_bytes: int) -> tuple[Tier, ...]:
+    one_block = tuple(
+        Tier(block_n, 1, block_n, warps, aligned=aligned)
+        for block_n, warps in _WHOLE_SHAPES[element_bytes]
+        for aligned in (True, False)
+    )
+    block_n, warps = _LOOP_SHAPE
+    looped = tuple(Tier(2**62, 1, block_n, warps, looped=True, aligned=aligned) for aligned in (True, False))
+    return (*one_block, *looped)
+
 
 # The split: fewer than 256 rows (under two per SM of a 132-SM GPU) of runs of 8192 elements or more.
 # A chunk is whole blocks of block_n elements, at most max_chunks per run (the apply kernel merges
@@ -56,7 +67,7 @@ def _split_tiers(element_bytes: int) -> tuple[Tier, ...]:
 
 def whole_tiers(dtype: str) -> tuple[Tier, ...]:
     """The whole kernel's tiers for ``dtype``, in rule order."""
-    return (*_WHOLE[ELEMENT_BYTES[dtype]], _LOOP)
+    return _whole_tiers(ELEMENT_BYTES[dtype])
 
 
 def split_tiers(dtype: str) -> tuple[Tier, ...]:
@@ -64,9 +75,10 @@ def split_tiers(dtype: str) -> tuple[Tier, ...]:
     return _split_tiers(ELEMENT_BYTES[dtype])
 
 
-def whole_tier(group_size: int, dtype: str) -> Tier:
-    """The first whole-kernel tier that holds a run of ``group_size`` elements of ``dtype``."""
-    return next(t for t in whole_tiers(dtype) if group_size <= t.max_cols)
+def whole_tier(group_size: int, dtype: str, aligned: bool) -> Tier:
+    """The first whole-kernel tier that holds a run of ``group_size`` elements of ``dtype``;
+    ``aligned``: group_size is a multiple of 16 (and, in C++, every pointer is aligned)."""
+    return pick_tier(whole_tiers(dtype), group_size, aligned)
 
 
 @dataclass(frozen=True)

@@ -102,9 +102,10 @@ def launch_group_norm_act(
     w, b = (scale if scale is not None else x), (bias if bias is not None else x)
     flags = (int(scale is not None), int(bias is not None), int(has_residual))
     s = residual_sum if write_sum else unwritten_output(y, wrap)
-    split = launch_rule.split_launch(rows, group_size, dtype, is_aligned(group_size, ()))
+    aligned = is_aligned(group_size, ())
+    split = launch_rule.split_launch(rows, group_size, dtype, aligned)
     if split is None:
-        tier = launch_rule.whole_tier(group_size, dtype)
+        tier = launch_rule.whole_tier(group_size, dtype, aligned)
         wrap(group_norm_act_kernel)[(rows,)](
             x, r, w, b, y, s, groups, group_size, spatial, float(eps), int(activation), *flags,
             int(write_sum), BLOCK_N=tier.block_n, LOOPED=tier.looped, num_warps=tier.num_warps,
@@ -143,8 +144,9 @@ _APPLY_ARGS = (
     ("eps", "fp32"), ("activation", "i32"),
     ("has_scale", "i32"), ("has_bias", "i32"), ("has_residual", "i32"), ("read_sum", "i32"),
 )  # fmt: skip
-# Aligned split variants assume 16-byte aligned tensors and a group_size (so every run and chunk
-# start) that is a multiple of 16: the C++ launch checks both (IsAligned).
+# Aligned variants assume 16-byte aligned tensors and a group_size (so every run and chunk start) that
+# is a multiple of 16: the C++ launch checks both (IsAligned). Scale and Bias are read per channel, not
+# as vectors.
 _ALIGNED = ("X", "R", "S", "Y", "P", "group_size", "chunk")
 # The apply kernel twice: per-element channel lookup, and the ``long_channels`` part for launches whose
 # channels each hold a whole block (launch_rule.long_channels), chosen by the launch as above
@@ -162,7 +164,8 @@ def _apply(part: str, long_channels: bool) -> KernelSpec:
 
 AOT_KERNELS = (
     KernelSpec(
-        "GroupNormAct", group_norm_act_kernel, _WHOLE_ARGS, (), launch_rule.whole_tiers, ("BLOCK_N", "LOOPED")
+        "GroupNormAct", group_norm_act_kernel, _WHOLE_ARGS,
+        tuple(a for a in _ALIGNED if a in dict(_WHOLE_ARGS)), launch_rule.whole_tiers, ("BLOCK_N", "LOOPED"),
     ),
     KernelSpec(
         "GroupNormAct", split_kernels.group_norm_stats_kernel, _STATS_ARGS,

@@ -55,8 +55,8 @@ def test_table_lookup_agrees_with_the_python_launcher(rows, group_size):
             stats = cpp_select("stats", dtype, rows, group_size, aligned)
             if split is None:
                 assert stats is None
-                assert cpp_select("", dtype, 0, group_size, False) == launch_rule.whole_tier(
-                    group_size, dtype
+                assert cpp_select("", dtype, 0, group_size, aligned) == launch_rule.whole_tier(
+                    group_size, dtype, aligned
                 )
             else:
                 assert stats == split.tier == cpp_select("apply", dtype, rows, group_size, aligned)

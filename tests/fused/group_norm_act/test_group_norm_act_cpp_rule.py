@@ -69,7 +69,7 @@ def harness(tmp_path_factory):
 def expected(rows, group_size, spatial, dtype, aligned):
     split = launch_rule.split_launch(rows, group_size, dtype, aligned)
     if split is None:
-        return Variant("GroupNormAct", dtype, launch_rule.whole_tier(group_size, dtype)).key, "0"
+        return Variant("GroupNormAct", dtype, launch_rule.whole_tier(group_size, dtype, aligned)).key, "0"
     apply = "apply_long_channels" if launch_rule.long_channels(spatial, split.tier) else "apply"
     stats, apply = (Variant("GroupNormAct", dtype, split.tier, part).key for part in ("stats", apply))
     return f"{stats} {apply} chunk {split.chunk} x {split.chunks}", str(4 * split.partial_floats(rows))

@@ -122,6 +122,12 @@ def test_residual_without_its_sum(shape, whole_kernel_only):
 def test_tier_rule():
     for dtype in ("float32", "float16", "bfloat16"):
         tiers = launch_rule.whole_tiers(dtype)
-        for tier in tiers[:-1]:
-            assert launch_rule.whole_tier(tier.max_cols, dtype) == tier
-        assert launch_rule.whole_tier(tiers[-2].max_cols + 1, dtype).looped
+        one_block = [tier for tier in tiers if not tier.looped]
+        for tier in one_block:
+            assert launch_rule.whole_tier(tier.max_cols, dtype, tier.aligned) == tier
+        longest = max(tier.max_cols for tier in one_block)
+        for aligned in (True, False):
+            # every shape has its aligned variant, taken only by aligned launches
+            assert launch_rule.whole_tier(16, dtype, aligned).aligned == aligned
+            looped = launch_rule.whole_tier(longest + 16, dtype, aligned)
+            assert looped.looped and looped.aligned == aligned
