@@ -23,18 +23,18 @@ from graphopt.kernels.launch_rules import cdiv
 EPS = 1e-5
 
 
-def launch_shape(ops, y, block_m: int, num_warps: int, blockwise: bool, shared: bool, iters: int = 1) -> None:
-    """The kernel at one (block_m, num_warps[, iters]), its rows in one block of the next power of two."""
+def launch_shape(ops, y, block_m: int, num_warps: int, blockwise: bool, shared: bool) -> None:
+    """The kernel at one (block_m, num_warps), its rows in one block of the next power of two."""
     x, scale, bias, weight, linear_bias, rows_of = ops
     rows, cols = x.shape
     block_n = next_power_of_2(cols)
     per = (1, 1) if shared else rows_of
-    norm_act_linear_kernel[(cdiv(rows, block_m * iters), 1, 1)](
+    norm_act_linear_kernel[(cdiv(rows, block_m), 1, 1)](
         x, x, scale, bias, weight, linear_bias, y, y, rows, cols, weight.shape[-2], x.stride(0), 0,
         EPS, int(Norm.LAYER), int(Activation.GELU), int(Activation.IDENTITY), 1, 1, 1, 0, 0,
         *per, *per, 1, rows, *per, *per,
         BLOCK_M=block_m, BLOCK_N=block_n, LOOPED=False, EVEN=block_n == cols, SHARED=shared,
-        BLOCKWISE=blockwise, ITERS=iters, num_warps=num_warps,
+        BLOCKWISE=blockwise, num_warps=num_warps,
     )  # fmt: skip
 
 

@@ -49,9 +49,8 @@ class Tier:
     # them as constants, so the per-row branches that Triton's JIT folds away at such calls are not
     # compiled into the ahead-of-time kernel either.
     shared: bool = False
-    # Serves only launches whose every program's rows (block_m * iters) read one row of each operand
-    # (per-feature operands whose features span a multiple of that many rows): the per-row code is not
-    # compiled in.
+    # Serves only launches whose every block of block_m rows reads one row of each operand (per-feature
+    # operands whose features span a multiple of block_m rows): the per-row code is not compiled in.
     blockwise: bool = False
     # An exact tier for rows of block_n + tail elements, both powers of two, read as two unmasked
     # tiles (a head of block_n and a tail): no lane is padding, as in a block of the next power of two.
@@ -83,7 +82,7 @@ class Tier:
         ``out_features``: its output count where the kernel has one (0: none)."""
         fits = cols == self.max_cols if self.exact else self.min_cols <= cols <= self.max_cols
         shared_ok = uniform == 0 or not self.shared
-        operands_ok = shared_ok and (uniform % self.rows_per_program == 0 or not self.blockwise)
+        operands_ok = shared_ok and (uniform % self.block_m == 0 or not self.blockwise)
         outputs_ok = self.out_features in (0, out_features)
         return fits and rows <= self.max_rows and (aligned or not self.aligned) and operands_ok and outputs_ok
 
@@ -158,15 +157,15 @@ def row_tiers(
     loop: tuple[int, int],
     aligned: bool,
     exact: tuple[tuple[int, ...], ...] = (),
-    shared: dict[int, tuple[int, ...]] | None = None,
-    blockwise: dict[int, tuple[int, ...]] | None = None,
+    shared: dict[int, tuple[int, int]] | None = None,
+    blockwise: dict[int, tuple[int, int]] | None = None,
 ) -> tuple[Tier, ...]:
     """Single-block tiers from (block_n, block_m, num_warps[, iters]), each preceded by the exact
     tier of its block_n in ``exact`` (same form) if there is one, then a looped tier for longer rows.
     With ``shared``, every tier is preceded by its copy for launches whose operands all rows share, and
     with ``blockwise`` by its blockwise copy (shared first). Each dict gives its copies' (block_m,
-    num_warps[, iters]) by block_n, the tier's own where absent: a launch that reads one operand row per
-    block may take more rows per program than one whose every row may read its own."""
+    num_warps) by block_n, the tier's own where absent: a launch that reads one operand row per block
+    may take more rows per program than one whose every row may read its own."""
 
     def tier(shape: tuple[int, ...], is_exact: bool) -> Tier:
         n, m, w, *rest = shape
@@ -183,13 +182,13 @@ def row_tiers(
     chunk, warps = loop
     tiers = (*single, Tier(2**62, 1, chunk, warps, looped=True, aligned=aligned))
 
-    def copy(tier: Tier, shapes: dict[int, tuple[int, ...]], **kind: bool) -> Tier:
-        m, w, *rest = (
-            (tier.block_m, tier.num_warps, tier.iters)
+    def copy(tier: Tier, shapes: dict[int, tuple[int, int]], **kind: bool) -> Tier:
+        m, w = (
+            (tier.block_m, tier.num_warps)
             if tier.looped
-            else shapes.get(tier.block_n, (tier.block_m, tier.num_warps, tier.iters))
+            else shapes.get(tier.block_n, (tier.block_m, tier.num_warps))
         )
-        return dataclasses.replace(tier, block_m=m, num_warps=w, iters=rest[0] if rest else 1, **kind)
+        return dataclasses.replace(tier, block_m=m, num_warps=w, **kind)
 
     def copies(tier: Tier) -> tuple[Tier, ...]:
         out = (copy(tier, shared, shared=True),) if shared is not None else ()

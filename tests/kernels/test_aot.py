@@ -65,7 +65,7 @@ def test_table_lookup_agrees_with_the_config_rule(cols, aligned, uniform, out_fe
                 if v.op == op and v.dtype == dtype and cols <= v.tier.max_cols
                 and (cols == v.tier.max_cols or not v.tier.exact)
                 and (aligned or not v.tier.aligned) and (uniform == 0 or not v.tier.shared)
-                and (uniform % v.tier.rows_per_program == 0 or not v.tier.blockwise)
+                and (uniform % v.tier.block_m == 0 or not v.tier.blockwise)
                 and v.tier.out_features in (0, k[op])
             )  # fmt: skip
             assert chosen == config(cols, dtype, aligned).tier
@@ -76,7 +76,7 @@ def test_table_lookup_agrees_with_the_config_rule(cols, aligned, uniform, out_fe
             if op == "NormActLinear" and aligned and uniform == 512:
                 assert chosen.blockwise
             if chosen.blockwise:
-                assert uniform != 0 and uniform % chosen.rows_per_program == 0
+                assert uniform != 0 and uniform % chosen.block_m == 0
             # (one output on exact narrow rows with shared or blockwise operands: K compiled in)
             narrow = chosen.exact and chosen.block_n <= 1024 and (chosen.shared or chosen.blockwise)
             assert chosen.out_features == (1 if op == "NormActLinear" and out_features == 1 and narrow else 0)

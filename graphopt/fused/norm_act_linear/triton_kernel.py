@@ -137,42 +137,6 @@ def _linear_bias(acc, LB, row, k, row_ok, out_features, lb_inner, lb_groups, lb_
 
 
 @triton.jit
-def _write_outputs(
-    h, WL, LB, Y, row, row_ok, y_row, offs, col_ok, mask, cols, out_features, has_linear_bias, out_activation,
-    wl_inner, wl_groups, wl_off, wl_same, lb_inner, lb_groups, lb_off, lb_same,
-):  # fmt: skip
-    """The block's K outputs from its normalized rows ``h``, one output column at a time: the weight row
-    comes from L1/L2, the product never leaves registers, and a narrow K keeps this loop short."""
-    for k in range(0, out_features):
-        acc = _dot_weight_row(
-            h, WL, row, k, cols, offs, col_ok, mask, out_features, wl_inner, wl_groups, wl_off, wl_same
-        )
-        if has_linear_bias:
-            acc = _linear_bias(acc, LB, row, k, row_ok, out_features, lb_inner, lb_groups, lb_off, lb_same)
-        acc = apply_activation(acc, out_activation, Y.dtype.element_ty)
-        tl.store(Y + y_row + k, acc.to(Y.dtype.element_ty), mask=row_ok)
-
-
-@triton.jit
-def _finish_rows(
-    x, scale, bias, WL, LB, Y, row, row_ok, mask, offs, col_ok, cols, out_features, norm, eps, activation,
-    out_activation, has_linear_bias, wl_inner, wl_groups, wl_off, wl_same, lb_inner, lb_groups, lb_off,
-    lb_same, EVEN: tl.constexpr,
-):  # fmt: skip
-    """Normalizes and activates a loaded block whose rows share one ``scale`` and ``bias`` row, and
-    writes its outputs."""
-    centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
-    h = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
-    if not EVEN:
-        h = tl.where(mask, h, 0.0)
-    _write_outputs(
-        h, WL, LB, Y, row, row_ok, row * out_features, offs, col_ok, mask, cols, out_features,
-        has_linear_bias, out_activation, wl_inner, wl_groups, wl_off, wl_same, lb_inner, lb_groups, lb_off,
-        lb_same,
-    )  # fmt: skip
-
-
-@triton.jit
 def norm_act_linear_kernel(
     X, R, W, B, WL, LB, Y, S,
     rows, cols, out_features, stride_x, stride_r,
@@ -180,7 +144,6 @@ def norm_act_linear_kernel(
     w_inner, w_groups, b_inner, b_groups, r_inner, r_groups, wl_inner, wl_groups, lb_inner, lb_groups,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr, EVEN: tl.constexpr,
     SHARED: tl.constexpr, BLOCKWISE: tl.constexpr = False, OUT_FEATURES: tl.constexpr = 0,
-    ITERS: tl.constexpr = 1,
 ):  # fmt: skip
     if OUT_FEATURES != 0:
         # The variant for launches of exactly this many outputs (the launcher chose it for K): a
@@ -192,10 +155,8 @@ def norm_act_linear_kernel(
         # variant for group counts of 1): constants, so no per-row branch is compiled in.
         w_inner, w_groups, b_inner, b_groups = 1, 1, 1, 1
         wl_inner, wl_groups, lb_inner, lb_groups = 1, 1, 1, 1
-    # A program takes ITERS consecutive blocks of BLOCK_M rows (ITERS > 1 only where all of them read
-    # one row of each operand: see below).
-    first = tl.program_id(0).to(tl.int64) * (BLOCK_M * ITERS)
-    last = tl.minimum(first + BLOCK_M * ITERS, rows) - 1
+    first = tl.program_id(0).to(tl.int64) * BLOCK_M
+    last = tl.minimum(first + BLOCK_M, rows) - 1
     row = first + tl.arange(0, BLOCK_M)
     row_ok = row < rows
     x_row = row[:, None] * stride_x
@@ -205,40 +166,7 @@ def norm_act_linear_kernel(
     wl_off, wl_same = _block_group(first, last, wl_inner, wl_groups, out_features * cols, BLOCKWISE)
     lb_off, lb_same = _block_group(first, last, lb_inner, lb_groups, out_features, BLOCKWISE)
     offs = tl.arange(0, BLOCK_N)
-    if ITERS > 1:
-        # Consecutive blocks that all read one row of each operand (shared or blockwise operands; the
-        # launcher's rule admits no other): scale and bias are loaded once, with the first block, and
-        # each next block is loaded before the current one is finished, so a load is in flight while
-        # the math and the stores run.
-        tl.static_assert((SHARED or BLOCKWISE) and not LOOPED)
-        col_ok = offs < cols
-        w_off, _ = _block_group(first, last, w_inner, w_groups, cols, BLOCKWISE)
-        b_off, _ = _block_group(first, last, b_inner, b_groups, cols, BLOCKWISE)
-        scale, bias = load_affine(W + w_off, B + b_off, offs, col_ok, has_scale, has_bias)
-        mask = row_ok[:, None] & col_ok[None, :]
-        r_off, s_off = r_base[:, None] + offs, s_row + offs
-        x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
-        for _ in range(1, ITERS):
-            n_row = row + BLOCK_M
-            n_ok = n_row < rows
-            n_mask = n_ok[:, None] & col_ok[None, :]
-            n_r = operand_rows(n_row, r_inner, r_groups, rows)[:, None] * stride_r + offs
-            n_x = load_sum(
-                X, R, S, n_row[:, None] * stride_x + offs, n_r, n_row[:, None] * cols + offs, n_mask,
-                has_residual, write_sum,
-            )  # fmt: skip
-            _finish_rows(
-                x, scale, bias, WL, LB, Y, row, row_ok, mask, offs, col_ok, cols, out_features, norm, eps,
-                activation, out_activation, has_linear_bias, wl_inner, wl_groups, wl_off, wl_same, lb_inner,
-                lb_groups, lb_off, lb_same, EVEN,
-            )  # fmt: skip
-            x, row, row_ok, mask = n_x, n_row, n_ok, n_mask
-        _finish_rows(
-            x, scale, bias, WL, LB, Y, row, row_ok, mask, offs, col_ok, cols, out_features, norm, eps,
-            activation, out_activation, has_linear_bias, wl_inner, wl_groups, wl_off, wl_same, lb_inner,
-            lb_groups, lb_off, lb_same, EVEN,
-        )  # fmt: skip
-    elif not LOOPED:
+    if not LOOPED:
         col_ok = offs < cols
         mask = row_ok[:, None] & col_ok[None, :]
         r_off, s_off = r_base[:, None] + offs, s_row + offs
@@ -249,11 +177,10 @@ def norm_act_linear_kernel(
             b_off, _ = _block_group(first, last, b_inner, b_groups, cols, BLOCKWISE)
             scale, bias = load_affine(W + w_off, B + b_off, offs, col_ok, has_scale, has_bias)
             x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
-            _finish_rows(
-                x, scale, bias, WL, LB, Y, row, row_ok, mask, offs, col_ok, cols, out_features, norm, eps,
-                activation, out_activation, has_linear_bias, wl_inner, wl_groups, wl_off, wl_same, lb_inner,
-                lb_groups, lb_off, lb_same, EVEN,
-            )  # fmt: skip
+            centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
+            h = normalize_activate(centered, rstd, scale, bias, activation, Y.dtype.element_ty)
+            if not EVEN:
+                h = tl.where(mask, h, 0.0)
         else:
             x = load_sum(X, R, S, x_row + offs, r_off, s_off, mask, has_residual, write_sum)
             centered, rstd = block_stats(x, mask, cols, norm, eps, EVEN)
@@ -261,10 +188,18 @@ def norm_act_linear_kernel(
                 centered, rstd, W, B, row, offs, col_ok, mask, cols, first, last, has_scale, has_bias,
                 w_inner, w_groups, b_inner, b_groups, activation, Y.dtype.element_ty, EVEN, BLOCKWISE,
             )  # fmt: skip
-            _write_outputs(
-                h, WL, LB, Y, row, row_ok, y_row, offs, col_ok, mask, cols, out_features, has_linear_bias,
-                out_activation, wl_inner, wl_groups, wl_off, wl_same, lb_inner, lb_groups, lb_off, lb_same,
-            )  # fmt: skip
+        # One output column at a time: the weight row comes from L1/L2, the product never
+        # leaves registers, and a narrow K keeps this loop short.
+        for k in range(0, out_features):
+            acc = _dot_weight_row(
+                h, WL, row, k, cols, offs, col_ok, mask, out_features, wl_inner, wl_groups, wl_off, wl_same
+            )
+            if has_linear_bias:
+                acc = _linear_bias(
+                    acc, LB, row, k, row_ok, out_features, lb_inner, lb_groups, lb_off, lb_same
+                )
+            acc = apply_activation(acc, out_activation, Y.dtype.element_ty)
+            tl.store(Y + y_row + k, acc.to(Y.dtype.element_ty), mask=row_ok)
     else:
         # One pass for the statistics, shifted by the first chunk's mean (row_norm): a pass of its
         # own for the pivot would read the row once more.
@@ -426,7 +361,7 @@ def launch_norm_act_linear(
         int(write_sum),
         *map(int, (*scale_rows, *bias_rows, *residual_rows, *weight_rows, *linear_bias_rows)),
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, LOOPED=tier.looped, EVEN=tier.exact,
-        SHARED=tier.shared, BLOCKWISE=tier.blockwise, OUT_FEATURES=tier.out_features, ITERS=tier.iters,
+        SHARED=tier.shared, BLOCKWISE=tier.blockwise, OUT_FEATURES=tier.out_features,
         num_warps=tier.num_warps,
     )  # fmt: skip
     return config
@@ -447,5 +382,5 @@ _AOT_ARGS = (
 AOT_KERNEL = KernelSpec(
     "NormActLinear", norm_act_linear_kernel, _AOT_ARGS,
     ("X", "R", "W", "B", "WL", "S", "cols", "stride_x", "stride_r"), norm_act_linear_tiers,
-    ("BLOCK_M", "BLOCK_N", "LOOPED", "EVEN", "SHARED", "BLOCKWISE", "OUT_FEATURES", "ITERS"),
+    ("BLOCK_M", "BLOCK_N", "LOOPED", "EVEN", "SHARED", "BLOCKWISE", "OUT_FEATURES"),
 )  # fmt: skip

@@ -36,8 +36,7 @@ struct KernelVariant {
   bool aligned;  // assumes 16-byte aligned pointers and row lengths that are multiples of 16
   bool exact;  // serves only rows of exactly max_cols elements
   bool shared;  // serves only launches whose operands every row shares (all group counts 1)
-  // Serves only launches whose programs (block_m * iters rows) each read one row of every operand.
-  bool blockwise;
+  bool blockwise;  // serves only launches whose blocks of block_m rows each read one row of every operand
   // Serves only launches of exactly this many outputs (NormActLinear's K), a constant compiled into the
   // kernel (which still takes the argument); 0: any count, taken at run time.
   int32_t out_features;

@@ -37,7 +37,7 @@ const KernelVariant* Select(const KernelTable& table, KernelOp op, const char* p
     const KernelVariant& v = table.variants[i];
     if (v.op != op || v.dtype != dtype || std::strcmp(v.part, part) != 0) continue;
     if (cols > v.max_cols || cols < v.min_cols || rows > v.max_rows) continue;
-    if ((v.shared && uniform_rows != 0) || (v.blockwise && uniform_rows % (int64_t{v.block_m} * v.iters) != 0)) continue;
+    if ((v.shared && uniform_rows != 0) || (v.blockwise && uniform_rows % v.block_m != 0)) continue;
     if (v.out_features != 0 && v.out_features != out_features) continue;
     if ((cols == v.max_cols || !v.exact) && (aligned || !v.aligned)) return &v;
   }

@@ -24,7 +24,7 @@ const char* DTypeName(DType dtype);
 bool IsAligned(const KernelTable& table, int64_t cols, std::initializer_list<const void*> pointers);
 // The first variant of `op`'s kernel `part` for `dtype` that admits `rows` rows of `cols` elements.
 // `uniform_rows` (UniformRows): the aligned runs of rows that read one row of every broadcast operand,
-// 0 when all rows do; shared-operand variants need 0, blockwise ones a multiple of their block_m * iters.
+// 0 when all rows do; shared-operand variants need 0, blockwise ones a multiple of their block_m.
 // `out_features`: the launch's output count where its kernel has one (0: none); a variant that fixes it
 // serves only that count.
 const KernelVariant* Select(const KernelTable& table, KernelOp op, const char* part, DType dtype, int64_t rows,
