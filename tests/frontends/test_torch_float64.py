@@ -53,3 +53,27 @@ def test_a_program_with_more_weights_than_the_limit_has_no_float64_evaluation(mo
     assert float64_outputs(program, feeds) is not None
     monkeypatch.setattr(torch_float64, "MAX_WEIGHT_BYTES", 7)
     assert float64_outputs(program, feeds) is None
+
+
+class CastsToItsDtype(torch.nn.Module):
+    """A bfloat16 model that calls .to(dtype) (RMSNorm-style upcast and back): the trace leaves checks
+    of each cast's dtype, which must not stop the float64 evaluation (they compare with bfloat16)."""
+
+    def forward(self, x):
+        wide = x.to(torch.float32)
+        return (wide * torch.rsqrt((wide * wide).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+
+def test_dtype_checks_of_a_16_bit_program_do_not_stop_its_float64_evaluation():
+    program = torch.export.export(CastsToItsDtype(), (torch.ones(2, 8, dtype=torch.bfloat16),))
+    checks = [n for n in program.graph.nodes if "assert_tensor_metadata" in str(n.target)]
+    assert checks, "the trace no longer checks the casts' dtypes: this test no longer tests them"
+    x = np.linspace(-3.0, 3.0, 16).reshape(2, 8).astype(np.float32)
+    x16 = torch.from_numpy(x).to(torch.bfloat16)
+    [runs] = float64_outputs(program, [{"x": x16.to(torch.float32).numpy().astype(np.float64)}])
+    exact = x16.double().numpy()
+    exact = exact / np.sqrt((exact * exact).mean(-1, keepdims=True) + 1e-6)
+    # (the program's last cast is its own: even the unrounded evaluation ends in bfloat16)
+    np.testing.assert_allclose(runs[EXACT][0], exact, rtol=2**-8)
+    ran = program.module()(x16).double().numpy()
+    np.testing.assert_allclose(runs[STORED][0], ran, rtol=2**-8)
