@@ -90,13 +90,31 @@ def _array(value) -> np.ndarray:
 
 def _unsupported(node: fx.Node) -> bool:
     """A call that reads a tensor's bits as another dtype (in float64 its bits are others), or writes
-    into a tensor (a stored copy of its result would no longer alias what it wrote)."""
+    into a tensor that something else may read (a stored copy of its result would no longer alias what
+    it wrote)."""
     if node.op != "call_function":
         return False
     schema = getattr(node.target, "_schema", None)
-    return str(node.target) in ("aten.view.dtype", "aten.view_as_real.default") or bool(
-        schema is not None and schema.is_mutable
-    )
+    if str(node.target) in ("aten.view.dtype", "aten.view_as_real.default"):
+        return True
+    return bool(schema is not None and schema.is_mutable) and not _writes_only_its_own_value(node)
+
+
+def _writes_only_its_own_value(node: fx.Node) -> bool:
+    """An in-place update of a value computed in the program that nothing reads afterwards but
+    through the update's result (``hidden += residual`` in a traced forward): run in place on the
+    evaluation's own copy, it computes what the program does. Not so for a program input or state, for
+    a view (the update would show through its base), or for a value read again later."""
+    target = node.args[0] if node.args else None
+    schema = node.target._schema
+    writes = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    if not isinstance(target, fx.Node) or target.op != "call_function" or writes != ["self"]:
+        return False
+    producer = getattr(target.target, "_schema", None)
+    if producer is None or any(r.alias_info is not None for r in producer.returns):
+        return False
+    order = {n: i for i, n in enumerate(node.graph.nodes)}
+    return all(order[user] < order[node] for user in target.users if user is not node)
 
 
 class _Float64Interpreter(fx.Interpreter):

@@ -77,3 +77,43 @@ def test_dtype_checks_of_a_16_bit_program_do_not_stop_its_float64_evaluation():
     np.testing.assert_allclose(runs[EXACT][0], exact, rtol=2**-8)
     ran = program.module()(x16).double().numpy()
     np.testing.assert_allclose(runs[STORED][0], ran, rtol=2**-8)
+
+
+class UpdatesInPlace(torch.nn.Module):
+    """A residual block as transformers' ResNet writes it: ``hidden += residual`` on a value the forward
+    computed. ``read_after``: the updated value's old name is read again afterwards; ``view``: the
+    update goes through a view of it (and shows through its base)."""
+
+    def __init__(self, read_after=False, view=False):
+        super().__init__()
+        self.read_after, self.view = read_after, view
+
+    def forward(self, x, r):
+        hidden = x * 3.0
+        target = hidden.view(-1) if self.view else hidden
+        target += r.reshape(target.shape)
+        return hidden * 2.0 + (hidden if self.read_after else 0.0)
+
+
+def _in_place_program(**kind):
+    args = (torch.zeros(2, 4), torch.zeros(2, 4))
+    program = torch.export.export(UpdatesInPlace(**kind), args)
+    assert any(str(n.target).startswith("aten.add_") for n in program.graph.nodes), "no in-place update left"
+    return program
+
+
+def test_an_in_place_update_of_a_computed_value_is_evaluated():
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) / 7
+    r = np.full((2, 4), 0.1, np.float32)
+    updated = x.astype(np.float64) * 3 + np.float64(np.float32(0.1))
+    [runs] = float64_outputs(_in_place_program(), [{"x": x, "r": r}])
+    np.testing.assert_allclose(runs[EXACT][0], updated * 2)
+    # (a later read of the updated value is traced as a read of the update's result)
+    [runs] = float64_outputs(_in_place_program(read_after=True), [{"x": x, "r": r}])
+    np.testing.assert_allclose(runs[EXACT][0], updated * 3)
+
+
+def test_an_in_place_update_through_a_view_has_no_float64_evaluation():
+    """The update shows through the view's base, which a stored copy of the view would not see."""
+    feeds = [{"x": np.ones((2, 4), np.float32), "r": np.ones((2, 4), np.float32)}]
+    assert float64_outputs(_in_place_program(view=True), feeds) is None
