@@ -133,6 +133,26 @@ def test_a_model_right_but_for_the_originals_rounding_passes_where_the_plain_che
     assert verdict["outputs"][0]["float64"]["max_abs_optimized"] < original / 10
 
 
+def test_a_later_draw_that_passed_only_on_the_second_opinion_is_named_in_the_summary():
+    """The verdict's summary is the first draw's comparison when all pass: a later draw that needed
+    the float64 second opinion says so there too, not only in its own entry."""
+    offset = np.float32(3000.0) + np.float32(0.05) * np.random.default_rng(1).standard_normal((4, 8))
+    plain = np.random.default_rng(2).standard_normal((4, 8))
+    draws = [
+        Draw("normal", {"x": plain.astype(np.float32)}),
+        Draw("offset", {"x": offset.astype(np.float32)}, stress=True),
+    ]
+    reference = Reference.of(io.load(_spelled_layer_norm(1e-5)), draws)
+
+    verdict = reference.check(_spelled_layer_norm(1e-5, in_float64=True))
+
+    assert verdict["ok"], verdict["summary"]
+    first, *notes = verdict["summary"].split("; ")
+    assert "float64" not in first
+    assert len(notes) == 1 and notes[0].startswith("on the offset inputs, ")
+    assert "no farther than the original from its float64 evaluation" in notes[0]
+
+
 def _offset_rows(rows: int) -> dict[str, np.ndarray]:
     values = np.float32(3000.0) + np.float32(0.05) * np.random.default_rng(1).standard_normal((rows, 8))
     return {"x": values.astype(np.float32)}
