@@ -30,7 +30,8 @@ from graphopt.kernels.launch_rules import ELEMENT_BYTES, Tier, cdiv, find_tier, 
 # Triton's JIT finds by itself), then for any other. The ahead-of-time library had only the unaligned
 # ones, so its 16-bit kernels loaded one element at a time: on an H200, 8x320x64x64 fp16 with a residual
 # took 63.5 us through the library against 43.1 through the JIT
-# (bench/results/2026-11-28-h200/group_norm_long_channels/native_after and jit_after).
+# (bench/results/2026-11-28-h200/group_norm_long_channels/native_after and jit_after); with the aligned
+# variants, on an H100, 54.5 against 51.9 (bench/results/2026-11-28-h100b/group_norm_aligned_whole).
 _WHOLE_SHAPES = {4: ((1024, 4), (4096, 8), (8192, 16)), 2: ((1024, 2), (4096, 8), (16384, 16))}
 _LOOP_SHAPE = (4096, 8)
 
