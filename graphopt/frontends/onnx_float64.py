@@ -45,6 +45,20 @@ class Store(OpRun):
         return (store(x, DType.from_onnx(to).numpy, int(mode), index),)
 
 
+class GatherElements(OpRun):
+    """ONNX GatherElements, in place of the reference evaluator's, which fails wherever the indices
+    are smaller than the data on an axis besides ``axis`` (BERT-like models gather their token-type
+    buffer so: 'cannot reshape array of size 1 into shape (1,16)'). Out-of-range indices raise."""
+
+    op_domain = ""
+
+    def _run(self, data, indices, axis=None):
+        axis = (axis or 0) % data.ndim
+        region = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(indices.shape))
+        positions = np.where(indices < 0, indices + data.shape[axis], indices)
+        return (np.take_along_axis(data[region], positions, axis=axis),)
+
+
 def float64_outputs(
     model: onnx.ModelProto | str | Path,
     draws: Sequence[dict[str, np.ndarray]],
@@ -62,7 +76,7 @@ def float64_outputs(
     if exact is None:
         return None
     try:
-        evaluator = ReferenceEvaluator(exact, new_ops=[Store])
+        evaluator = ReferenceEvaluator(exact, new_ops=[Store, GatherElements])
         wanted = {i.name for i in exact.graph.input}
         results = []
         for feeds in draws:

@@ -36,3 +36,25 @@ def test_a_model_with_a_subgraph_has_no_float64_evaluation():
     model.graph.node[1].CopyFrom(helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch))
     model.graph.input.append(helper.make_tensor_value_info("c", TensorProto.BOOL, []))
     assert float64_outputs(model, [{"x": np.zeros(4, np.float16), "c": np.array(True)}], None) is None
+
+
+def test_gather_elements_with_indices_smaller_than_the_data_on_another_axis():
+    """BERT-like exports gather from a [1, max_positions] buffer with [1, tokens] indices; ONNX's
+    reference GatherElements fails wherever indices are smaller than the data on a non-gathered axis,
+    which left those models without a float64 evaluation."""
+    data = np.arange(24, dtype=np.float32).reshape(3, 8) / 3
+    indices = np.array([[0, 7, -1, 2], [5, 5, -8, 1]], np.int64)
+    graph = helper.make_graph(
+        [helper.make_node("GatherElements", ["data", "indices"], ["y"], axis=1)],
+        "gather",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, [3, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [numpy_helper.from_array(indices, "indices")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    [runs] = float64_outputs(model, [{"data": data}], None, modes=(EXACT,))
+    expected = [
+        [data[0, 0], data[0, 7], data[0, 7], data[0, 2]],
+        [data[1, 5], data[1, 5], data[1, 0], data[1, 1]],
+    ]
+    np.testing.assert_array_equal(runs[EXACT][0], np.array(expected, np.float64))
