@@ -4,14 +4,16 @@ The torch counterpart of ``onnx_float64``: every call runs on float64 copies of 
 user inputs alike), and each floating result is stored in the dtype its ``meta["val"]`` records under
 one of ``stored_rounding``'s modes (not rounded, rounded, rounded with noise). The numeric check
 asks it when the optimized program and the original disagree
-(``graphopt.verification.float64_check``). Programs it cannot evaluate so give None (an op without
-a float64 kernel, a reinterpretation of bits, an in-place write, a result of unknown dtype, weights
-beyond ``onnx_float64.MAX_WEIGHT_BYTES``).
+(``graphopt.verification.float64_check``). Views and in-place updates share memory as in the program
+(an update is stored in place). Programs it cannot evaluate so give None (an op without a float64
+kernel, a reinterpretation of bits, a result of unknown dtype, weights beyond
+``onnx_float64.MAX_WEIGHT_BYTES``).
 """
 
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -89,32 +91,17 @@ def _array(value) -> np.ndarray:
 
 
 def _unsupported(node: fx.Node) -> bool:
-    """A call that reads a tensor's bits as another dtype (in float64 its bits are others), or writes
-    into a tensor that something else may read (a stored copy of its result would no longer alias what
-    it wrote)."""
-    if node.op != "call_function":
-        return False
-    schema = getattr(node.target, "_schema", None)
-    if str(node.target) in ("aten.view.dtype", "aten.view_as_real.default"):
+    """A call that reads a tensor's bits as another dtype (in float64 its bits are others)."""
+    return node.op == "call_function" and str(node.target) in ("aten.view.dtype", "aten.view_as_real.default")
+
+
+def _aliases(node: fx.Node) -> bool:
+    """Whether the call's result shares memory with an argument: a view (select, slice, reshape as
+    a view), an in-place update (add_, copy_, fill_, dropout_), or an element of a list of them."""
+    if node.target is operator.getitem:
         return True
-    return bool(schema is not None and schema.is_mutable) and not _writes_only_its_own_value(node)
-
-
-def _writes_only_its_own_value(node: fx.Node) -> bool:
-    """An in-place update of a value computed in the program that nothing reads afterwards but
-    through the update's result (``hidden += residual`` in a traced forward): run in place on the
-    evaluation's own copy, it computes what the program does. Not so for a program input or state, for
-    a view (the update would show through its base), or for a value read again later."""
-    target = node.args[0] if node.args else None
-    schema = node.target._schema
-    writes = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
-    if not isinstance(target, fx.Node) or target.op != "call_function" or writes != ["self"]:
-        return False
-    producer = getattr(target.target, "_schema", None)
-    if producer is None or any(r.alias_info is not None for r in producer.returns):
-        return False
-    order = {n: i for i, n in enumerate(node.graph.nodes)}
-    return all(order[user] < order[node] for user in target.users if user is not node)
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
 
 
 class _Float64Interpreter(fx.Interpreter):
@@ -129,7 +116,24 @@ class _Float64Interpreter(fx.Interpreter):
         result = super().run_node(node)
         if node.op != "call_function":
             return result
+        # (an alias-annotated conversion, x.to(bfloat16), gives a new narrow tensor: stored below)
+        converted = (
+            isinstance(result, torch.Tensor) and result.is_floating_point() and result.dtype != torch.float64
+        )
+        if _aliases(node) and not converted:
+            # Views and in-place updates keep sharing memory as in the program (an update through a
+            # view shows in its base; BEiT and Swin build their position tables and masks so): a view's
+            # values are its base's, already stored, and an update is stored in place.
+            if getattr(node.target, "_schema", None) is not None and node.target._schema.is_mutable:
+                self._store_in_place(result, node.meta.get("val"))
+            return result
         return self._stored(result, node.meta.get("val"))
+
+    def _store_in_place(self, result, expected) -> None:
+        if isinstance(result, torch.Tensor) and isinstance(expected, torch.Tensor):
+            stored = self._stored(result, expected)
+            if stored is not result:
+                result.copy_(stored)
 
     def _stored(self, result, expected):
         """``result`` (float64) stored in the dtype of ``expected`` (the traced value), kept float64."""
@@ -141,7 +145,9 @@ class _Float64Interpreter(fx.Interpreter):
                 return result
             narrow = to_numpy(torch.empty((), dtype=expected.dtype)).dtype
             stored = store(to_numpy(result.to(torch.float64)), narrow, self.mode, self.index)
-            return torch.from_numpy(np.ascontiguousarray(stored)).reshape(result.shape)
+            # (shaped in numpy: a torch view of it would be refused by an in-place detach_; and
+            # ascontiguousarray makes a 0-d array 1-d)
+            return torch.from_numpy(np.ascontiguousarray(stored).reshape(tuple(result.shape)))
         if isinstance(result, list | tuple) and isinstance(expected, list | tuple):
             return type(result)(self._stored(r, e) for r, e in zip(result, expected, strict=True))
         return result

@@ -38,9 +38,12 @@ class Accumulates(torch.nn.Module):
         return x * 2
 
 
-def test_a_program_that_writes_in_place_has_no_float64_evaluation():
-    program = torch.export.export(Accumulates(), (torch.zeros(4),))
-    assert float64_outputs(program, [{"x": np.ones(4, np.float32)}]) is None
+def test_a_program_that_updates_its_state_in_place_is_evaluated_on_copies():
+    module = Accumulates()
+    program = torch.export.export(module, (torch.zeros(4),))
+    [runs] = float64_outputs(program, [{"x": np.ones(4, np.float32)}])
+    np.testing.assert_array_equal(runs[EXACT][0], np.full(4, 2.0))
+    assert torch.equal(program.state_dict["total"], torch.zeros(4))  # (the program's own state untouched)
 
 
 def test_a_program_with_more_weights_than_the_limit_has_no_float64_evaluation(monkeypatch):
@@ -113,7 +116,70 @@ def test_an_in_place_update_of_a_computed_value_is_evaluated():
     np.testing.assert_allclose(runs[EXACT][0], updated * 3)
 
 
-def test_an_in_place_update_through_a_view_has_no_float64_evaluation():
-    """The update shows through the view's base, which a stored copy of the view would not see."""
-    feeds = [{"x": np.ones((2, 4), np.float32), "r": np.ones((2, 4), np.float32)}]
-    assert float64_outputs(_in_place_program(view=True), feeds) is None
+def test_an_in_place_update_through_a_view_shows_in_its_base():
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) / 7
+    r = np.full((2, 4), 0.1, np.float32)
+    [runs] = float64_outputs(_in_place_program(view=True), [{"x": x, "r": r}])
+    exact = (x.astype(np.float64) * 3 + np.float64(np.float32(0.1))) * 2
+    for mode in (EXACT, STORED):  # (stored: every value its own float32 copy but views and updates)
+        np.testing.assert_allclose(runs[mode][0], exact, rtol=1e-6)
+
+
+class MaskedBySlices(torch.nn.Module):
+    """A mask built as Swin builds its shifted-window mask and BEiT its position table: fill_ and copy_
+    into slices of a tensor the forward made, then read through the whole tensor."""
+
+    def forward(self, x):
+        mask = torch.zeros(x.shape[-1], dtype=x.dtype)
+        mask[:2] = -100.0
+        mask[-1:] = x[0, :1] * 3
+        return x + mask
+
+
+def test_writes_into_slices_of_a_computed_tensor_are_seen_through_it():
+    program = torch.export.export(MaskedBySlices(), (torch.zeros(2, 4),))
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) / 7
+    [runs] = float64_outputs(program, [{"x": x}])
+    mask = np.array([-100.0, -100.0, 0.0, np.float64(x[0, 0]) * 3])
+    for mode in (EXACT, STORED):
+        np.testing.assert_allclose(runs[mode][0], x.astype(np.float64) + mask, rtol=1e-6)
+
+
+class UpdatesA16BitValue(torch.nn.Module):
+    def forward(self, x, r):
+        hidden = x * 3.0
+        hidden += r
+        return hidden * 3.0
+
+
+def test_an_in_place_update_is_stored_in_its_dtype():
+    """The update's result rounded to bfloat16 in place, as the program's memory holds it: the
+    evaluation as stored matches the program exactly."""
+    args = (torch.zeros(64, dtype=torch.bfloat16), torch.zeros(64, dtype=torch.bfloat16))
+    program = torch.export.export(UpdatesA16BitValue(), args)
+    x = torch.linspace(-3, 3, 64).to(torch.bfloat16)
+    r = torch.full((64,), 0.0123).to(torch.bfloat16)
+    feeds = {"x": x.float().numpy(), "r": r.float().numpy()}
+    [runs] = float64_outputs(program, [feeds])
+    ran = program.module()(x, r).double().numpy()
+    np.testing.assert_array_equal(runs[STORED][0], ran)
+    assert not np.array_equal(runs[EXACT][0], ran)  # (the exact answer is not rounded)
+
+
+class ScalarConstants(torch.nn.Module):
+    """0-d tensor constants, detached in place and filled into a slice (DeBERTa's and Swin's traces
+    hold such nodes): each stored value is a tensor of its own shape, not a view or a 1-d copy."""
+
+    def forward(self, x):
+        mask = torch.zeros(x.shape[-1], dtype=x.dtype)
+        mask[:2] = torch.tensor(-100.0)
+        c = torch.tensor(3.0)
+        c.detach_()
+        return x + mask * c
+
+
+def test_scalar_constants_detached_and_filled_in_place():
+    program = torch.export.export(ScalarConstants(), (torch.zeros(2, 4),))
+    [runs] = float64_outputs(program, [{"x": np.ones((2, 4), np.float32)}])
+    for mode in (EXACT, STORED):
+        np.testing.assert_array_equal(runs[mode][0], np.array([[-299.0, -299.0, 1.0, 1.0]] * 2))
