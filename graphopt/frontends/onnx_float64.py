@@ -23,7 +23,7 @@ from onnx import TensorProto, numpy_helper
 from onnx.reference.op_run import OpRun
 
 from ..ir import DType
-from ..verification.stored_rounding import MODES, store
+from ..verification.stored_rounding import MODES, ONNX_MAKES_VALUES, store
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,8 @@ class Store(OpRun):
 
     op_domain = _DOMAIN
 
-    def _run(self, x, mode, to=None, index=None):
-        return (store(x, DType.from_onnx(to).numpy, int(mode), index),)
+    def _run(self, x, mode, to=None, index=None, computed=1):
+        return (store(x, DType.from_onnx(to).numpy, int(mode), index, bool(computed)),)
 
 
 class GatherElements(OpRun):
@@ -171,9 +171,11 @@ def _float64_copy(model: onnx.ModelProto) -> onnx.ModelProto | None:
             declared = types[name]
             if declared in NARROW_FLOATS:
                 node.output[position] = name + _ROUNDED
+                computed = int(node.domain not in ("", "ai.onnx") or node.op_type not in ONNX_MAKES_VALUES)
                 store_node = onnx.helper.make_node(
-                    "Store", [name + _ROUNDED, _MODE], [name], domain=_DOMAIN, to=declared, index=len(nodes)
-                )
+                    "Store", [name + _ROUNDED, _MODE], [name], domain=_DOMAIN, to=declared, index=len(nodes),
+                    computed=computed,
+                )  # fmt: skip
                 nodes.append(store_node)
     del target.node[:]
     target.node.extend(nodes)

@@ -21,7 +21,7 @@ import torch
 from torch import fx
 from torch.export.graph_signature import InputKind, OutputKind
 
-from ..verification.stored_rounding import MODES, store
+from ..verification.stored_rounding import MAKES_VALUES, MODES, store
 from .onnx_float64 import MAX_WEIGHT_BYTES
 from .torch_arrays import to_numpy, to_torch
 
@@ -95,6 +95,13 @@ def _unsupported(node: fx.Node) -> bool:
     return node.op == "call_function" and str(node.target) in ("aten.view.dtype", "aten.view_as_real.default")
 
 
+def _computes(node: fx.Node) -> bool:
+    """Whether the call computes its result, not only makes a constant, a fill or a copy
+    (``stored_rounding.MAKES_VALUES``; those get no noise)."""
+    packet = getattr(node.target, "_overloadpacket", None)
+    return getattr(packet, "__name__", None) not in MAKES_VALUES
+
+
 def _aliases(node: fx.Node) -> bool:
     """Whether the call's result shares memory with an argument: a view (select, slice, reshape as
     a view), an in-place update (add_, copy_, fill_, dropout_), or an element of a list of them."""
@@ -125,17 +132,17 @@ class _Float64Interpreter(fx.Interpreter):
             # view shows in its base; BEiT and Swin build their position tables and masks so): a view's
             # values are its base's, already stored, and an update is stored in place.
             if getattr(node.target, "_schema", None) is not None and node.target._schema.is_mutable:
-                self._store_in_place(result, node.meta.get("val"))
+                self._store_in_place(result, node.meta.get("val"), _computes(node))
             return result
-        return self._stored(result, node.meta.get("val"))
+        return self._stored(result, node.meta.get("val"), _computes(node))
 
-    def _store_in_place(self, result, expected) -> None:
+    def _store_in_place(self, result, expected, computed: bool) -> None:
         if isinstance(result, torch.Tensor) and isinstance(expected, torch.Tensor):
-            stored = self._stored(result, expected)
+            stored = self._stored(result, expected, computed)
             if stored is not result:
                 result.copy_(stored)
 
-    def _stored(self, result, expected):
+    def _stored(self, result, expected, computed: bool = True):
         """``result`` (float64) stored in the dtype of ``expected`` (the traced value), kept float64."""
         if isinstance(result, torch.Tensor):
             if not isinstance(expected, torch.Tensor):
@@ -144,10 +151,10 @@ class _Float64Interpreter(fx.Interpreter):
             if expected.dtype not in _NARROW or not result.is_floating_point():
                 return result
             narrow = to_numpy(torch.empty((), dtype=expected.dtype)).dtype
-            stored = store(to_numpy(result.to(torch.float64)), narrow, self.mode, self.index)
+            stored = store(to_numpy(result.to(torch.float64)), narrow, self.mode, self.index, computed)
             # (shaped in numpy: a torch view of it would be refused by an in-place detach_; and
             # ascontiguousarray makes a 0-d array 1-d)
             return torch.from_numpy(np.ascontiguousarray(stored).reshape(tuple(result.shape)))
         if isinstance(result, list | tuple) and isinstance(expected, list | tuple):
-            return type(result)(self._stored(r, e) for r, e in zip(result, expected, strict=True))
+            return type(result)(self._stored(r, e, computed) for r, e in zip(result, expected, strict=True))
         return result

@@ -58,3 +58,25 @@ def test_gather_elements_with_indices_smaller_than_the_data_on_another_axis():
         [data[1, 5], data[1, 5], data[1, 0], data[1, 1]],
     ]
     np.testing.assert_array_equal(runs[EXACT][0], np.array(expected, np.float64))
+
+
+def test_constants_get_no_rounding_noise():
+    """Two equal constants stay equal in every mode (their difference 0, as in every computation of
+    the model): a constant is made, not computed, and no kernel rounds it."""
+    three = numpy_helper.from_array(np.full(16, 3.1, np.float32))
+    graph = helper.make_graph(
+        [
+            helper.make_node("Constant", [], ["a"], value=three),
+            helper.make_node("Constant", [], ["b"], value=three),
+            helper.make_node("Sub", ["a", "b"], ["d"]),
+            helper.make_node("Add", ["x", "d"], ["y"]),
+        ],
+        "constants",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    x = np.zeros(16, np.float32)
+    [runs] = float64_outputs(model, [{"x": x}], None)
+    for mode in MODES:
+        np.testing.assert_array_equal(runs[mode][0], np.zeros(16), err_msg=f"mode {mode}")

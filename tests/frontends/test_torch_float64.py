@@ -183,3 +183,27 @@ def test_scalar_constants_detached_and_filled_in_place():
     [runs] = float64_outputs(program, [{"x": np.ones((2, 4), np.float32)}])
     for mode in (EXACT, STORED):
         np.testing.assert_array_equal(runs[mode][0], np.array([[-299.0, -299.0, 1.0, 1.0]] * 2))
+
+
+class WindowMask(torch.nn.Module):
+    """Swin's shifted-window mask: region counts filled into slices, windows compared with 0, -100
+    where they differ. Filled values are made, not computed: with rounding noise on them, equal
+    counts differed, whole windows flipped between masked and not, and a noisy evaluation of the
+    original strayed from the exact answer by the output's own size."""
+
+    def forward(self, x):
+        regions = torch.zeros(12, dtype=x.dtype)
+        for count, (start, stop) in enumerate(((0, 5), (5, 9), (9, 12))):
+            regions[start:stop] = torch.tensor(float(count + 3))
+        windows = regions.view(3, 4)
+        mask = windows.unsqueeze(1) - windows.unsqueeze(2)
+        mask = mask.masked_fill(mask != 0, -100.0)
+        return torch.softmax(x + mask, dim=-1)
+
+
+def test_made_values_get_no_rounding_noise():
+    program = torch.export.export(WindowMask(), (torch.zeros(3, 4, 4),))
+    x = np.random.default_rng(0).standard_normal((3, 4, 4)).astype(np.float32)
+    [runs] = float64_outputs(program, [{"x": x}])
+    for mode in MODES:
+        np.testing.assert_allclose(runs[mode][0], runs[EXACT][0], atol=1e-6, err_msg=f"mode {mode}")
