@@ -50,8 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, pictures = [], []
     pictures_dir = args.results / "coverage"
     for name in args.models:
-        architecture = build(name)
         for path in args.paths:
+            # A fresh module (the same seeded weights) for each exporter: an export may leave state on
+            # the module, and after TorchScript's export of transformers' Swin, torch.export of the same
+            # module failed on a guard it passes on a fresh one.
+            architecture = build(name)
             row = {"model": name, "library": architecture.library, "path": path}
             folder = args.work / name
             if path in architecture.skip_paths:
