@@ -37,6 +37,13 @@ def _dynamic_archive(path: Path) -> Path:
     return path
 
 
+def program_entry(archive: Path) -> tuple[str, bytes]:
+    """The name and bytes of the archive's program (its ``models/model.json``)."""
+    with zipfile.ZipFile(archive) as opened:
+        name = next(n for n in opened.namelist() if n.endswith("/models/model.json"))
+        return name, opened.read(name)
+
+
 def _rewrite_models(source: Path, target: Path, change) -> Path:
     with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as new:
         for info in old.infolist():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from cli_run import assert_bad_input, graphopt
-from test_hostile_archives import _dynamic_archive, _planted_expression
+from test_hostile_archives import _dynamic_archive, _planted_expression, program_entry
 
 import graphopt as api
 from graphopt.errors import BadInput
@@ -87,8 +87,7 @@ def _with_program_entry(source: Path, target: Path, name: str, data: bytes) -> P
 def test_a_program_under_models_with_another_suffix_is_checked_too(tmp_path, name):
     marker = tmp_path / "marker"
     planted = _planted_expression(tmp_path, marker)
-    with zipfile.ZipFile(planted) as archive:
-        program = next(archive.read(n) for n in archive.namelist() if n.endswith("/models/model.json"))
+    _, program = program_entry(planted)
     archive = _with_program_entry(tmp_path / "clean.pt2", tmp_path / "suffix.pt2", name, program)
 
     result = graphopt("optimize", archive, "-o", tmp_path / "out" / "suffix.pt2")
@@ -99,9 +98,7 @@ def test_a_program_under_models_with_another_suffix_is_checked_too(tmp_path, nam
 
 def test_two_entries_of_one_name_are_refused_even_where_pickles_are_trusted(tmp_path):
     clean = _dynamic_archive(tmp_path / "clean.pt2")
-    with zipfile.ZipFile(clean) as archive:
-        name = next(n for n in archive.namelist() if n.endswith("/models/model.json"))
-        program = archive.read(name)
+    name, program = program_entry(clean)
     twice = _with_program_entry(clean, tmp_path / "twice.pt2", name.split("/", 1)[1].upper(), program)
 
     with pytest.raises(BadInput, match="two entries named"):
