@@ -54,6 +54,8 @@ PIPELINE: tuple[Pass, ...] = (
     fuse.FUSE_BATCH_NORM_ACT,
     fuse.FUSE_BIAS_ACT,
     horizontal.BATCH_CHAINS_AFTER_FUSION,
+    # (after the fusions: a fused norm's second output is what keeps ONNX Runtime from joining them)
+    canonicalize.JOIN_SLICES_INTO_SPLIT,
     # (last but dead-node removal: a recognizer is a means, not a result)
     recognize.RESTORE_UNFUSED,
     canonicalize.REMOVE_DEAD_NODES,

@@ -34,6 +34,45 @@ class ConvBN(nn.Module):
         return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class DenseLayers(nn.Module):
+    """DenseNet's pre-activation layers: concat → BatchNorm → ReLU → Conv, each layer's output concatenated
+    to its input. No conv precedes these batch norms, so none is folded; ONNX Runtime's CPU runs them
+    between the convs in its blocked channel layout (channels a multiple of its block, 8 or 16)."""
+
+    def __init__(self, channels: int = 16, growth: int = 16, layers: int = 2):
+        super().__init__()
+        self.stem = nn.Conv2d(3, channels, 3, padding=1)
+        widths = [channels + i * growth for i in range(layers)]
+        self.norms = nn.ModuleList(nn.BatchNorm2d(w) for w in widths)
+        self.convs = nn.ModuleList(nn.Conv2d(w, growth, 3, padding=1) for w in widths)
+        for bn in self.norms:  # (statistics away from (0, 1), as in ConvBN)
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            nn.init.uniform_(bn.weight, 0.5, 1.5)
+            nn.init.uniform_(bn.bias, -0.2, 0.2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for norm, conv in zip(self.norms, self.convs, strict=True):
+            x = torch.cat([x, conv(F.relu(norm(x)))], 1)
+        return x
+
+
+class ClassToken(nn.Module):
+    """CvT's last stage: a residual add into a LayerNorm whose output is cut into the class token and the
+    patch tokens (two slices), the sum read again (so a fused norm writes it as a second output)."""
+
+    def __init__(self, dim: int = 16):
+        super().__init__()
+        self.proj, self.norm = nn.Linear(dim, dim), nn.LayerNorm(dim)
+        nn.init.normal_(self.norm.weight)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        s = x + self.proj(x)
+        h = self.norm(s)
+        return s, 2 * h[:, :1], h[:, 1:] + 1
+
+
 class Encoder(nn.Module):
     """One `nn.TransformerEncoderLayer` (post-norm, GELU) with dropout off."""
 

@@ -99,6 +99,10 @@ SPECS: tuple[ModuleSpec, ...] = (
         "conv_bn", _module(0, zoo_modules.ConvBN), _floats(2, 3, 8, 8), ("x",), _tags("conv", "batch_norm")
     ),
     ModuleSpec(
+        "dense_layers", _module(0, zoo_modules.DenseLayers), _floats(2, 3, 8, 8), ("x",), _tags("conv")
+    ),
+    ModuleSpec("class_token", _module(0, zoo_modules.ClassToken), _floats(2, 5, 16), ("x",), _tags("slice")),
+    ModuleSpec(
         "transformer_encoder",
         _module(0, zoo_modules.Encoder),
         _floats(2, 5, 16),

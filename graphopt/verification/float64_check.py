@@ -75,18 +75,23 @@ def rejudge(
         )
     else:
         summary = "; ".join(f"{e['name']}: {e['why']}" for e in outputs if not e["ok"])
+    left_out = sum(e.get("float64", {}).get("noisy_runs_of_another_shape", 0) for e in outputs)
+    if left_out:
+        summary += f" ({left_out} noisy evaluations gave an output of another shape and were left out)"
     return {**verdict, "ok": ok, "summary": summary, "outputs": outputs}
 
 
 def _rejudge_one(entry, want, got, exact, legitimate, tolerances, stress: bool) -> dict[str, Any]:
     dtype = DType.from_numpy(want.dtype)
     tol = tolerances.get(dtype) if dtype is not None else None
-    shapes = {want.shape, got.shape, exact.shape, *(run.shape for run in legitimate)}
-    if tol is None or len(shapes) != 1:
+    if tol is None or len({want.shape, got.shape, exact.shape}) != 1:
         return entry  # (not a float output, or not comparable: the plain verdict stands)
+    # A noisy evaluation whose output has another shape (a float that sets a size strayed past a
+    # boundary) says nothing about this output's rounding: it is left out, and the verdict says so.
+    comparable = [run for run in legitimate if run.shape == exact.shape]
     exact = exact.astype(np.float64)
     theirs = _distance(want.astype(np.float64), exact)
-    for run in legitimate:  # (the original evaluated in its own dtypes is the original too)
+    for run in comparable:  # (the original evaluated in its own dtypes is the original too)
         theirs = np.maximum(theirs, _distance(run.astype(np.float64), exact))
     ours = _distance(got.astype(np.float64), exact)
     magnitude = np.abs(np.where(np.isfinite(exact), exact, 0.0))
@@ -99,6 +104,8 @@ def _rejudge_one(entry, want, got, exact, legitimate, tolerances, stress: bool) 
         "max_abs_original": _finite_max(theirs),
         "max_abs_optimized": _finite_max(ours),
     }
+    if len(comparable) < len(legitimate):
+        float64["noisy_runs_of_another_shape"] = len(legitimate) - len(comparable)
     if within.all():
         return {**entry, "ok": True, "float64": float64, "why": ""}
     excess = np.where(np.isfinite(ours), ours - theirs, math.inf)

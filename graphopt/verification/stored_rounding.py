@@ -9,10 +9,10 @@ noisy modes 1..NOISY perturb each value by up to one unit roundoff of its dtype 
 an output is ill-conditioned, how far such legitimate roundings move it is the uncertainty that any
 computation of the model in its own dtypes has. Only values an op computes get noise: a constant, a
 fill or a copy of given values (``MAKES_VALUES``, ``ONNX_MAKES_VALUES``) is what it is in every
-computation of the model (Swin builds its window mask from counts it fills into slices
-and compares with 0: with noise on the fills, whole windows flipped between masked and not, and the
-noisy evaluations of the original strayed so far from the exact answer that the second opinion would
-have passed almost anything).
+computation of the model (Swin builds its window mask from counts it fills into slices and compares
+with 0: with noise on the fills, whole windows flipped between masked and not, and the noisy
+evaluations of the original strayed so far from the exact answer that the second opinion would have
+passed almost anything), and so is a conversion, rounded once to nearest in every runtime.
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ MODES = (EXACT, STORED, *range(1, NOISY + 1))
 MAKES_VALUES = frozenset(
     {"lift_fresh_copy", "zeros", "ones", "full", "empty", "scalar_tensor", "new_zeros", "new_ones",
      "new_full", "new_empty", "zeros_like", "ones_like", "full_like", "empty_like", "fill_", "fill",
-     "copy_"}
+     "copy_", *("_to_copy", "to")}
 )  # fmt: skip
-ONNX_MAKES_VALUES = frozenset({"Constant", "ConstantOfShape"})
+ONNX_MAKES_VALUES = frozenset({"Constant", "ConstantOfShape", "Cast", "CastLike"})
+# (A conversion is here too: it rounds once, to nearest, in every runtime, which STORED already does.
+# With noise, a Range's step of Cast(1) became 0.99999994 and the range one element longer.)
 
 
 def store(values: np.ndarray, dtype: np.dtype, mode: int, where: int, computed: bool = True) -> np.ndarray:

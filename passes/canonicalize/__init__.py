@@ -11,6 +11,7 @@ from .fold_batch_norm import PASS as FOLD_BATCH_NORM
 from .fold_constants import PASS as FOLD_CONSTANTS
 from .fold_onnx_batch_norm import PASS as FOLD_ONNX_BATCH_NORM
 from .fold_shape_inputs import PASS as FOLD_SHAPE_INPUTS
+from .join_slices_into_split import PASS as JOIN_SLICES_INTO_SPLIT
 from .merge_recognized_duplicates import PASS as MERGE_RECOGNIZED_DUPLICATES
 from .normalize_axes import PASS as NORMALIZE_AXES
 from .remove_dead_nodes import PASS as REMOVE_DEAD_NODES
@@ -26,6 +27,7 @@ __all__ = [
     "FOLD_CONSTANTS",
     "FOLD_ONNX_BATCH_NORM",
     "FOLD_SHAPE_INPUTS",
+    "JOIN_SLICES_INTO_SPLIT",
     "MERGE_RECOGNIZED_DUPLICATES",
     "NORMALIZE_AXES",
     "REMOVE_DEAD_NODES",

@@ -16,7 +16,7 @@ import logging
 
 import numpy as np
 
-from graphopt.analysis.evaluate import can_evaluate, evaluate
+from graphopt.analysis.evaluate import CORRECTLY_ROUNDED, can_evaluate, evaluate
 from graphopt.ir import Graph, Op, Tensor, constant_of, infer_outputs, record_origins
 from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import Pass, RewriteStats, count_rewrite, may_rewrite
@@ -70,7 +70,9 @@ def _fold(graph: Graph, stats: RewriteStats) -> None:
         if not may_rewrite():
             break
         try:
-            if node.source is not None and evaluate_opaque is not None:
+            if node.op in CORRECTLY_ROUNDED and can_evaluate(node):
+                results = evaluate(node, [a for a in arrays if a is not None])
+            elif node.source is not None and evaluate_opaque is not None:
                 results = evaluate_opaque(node, arrays)
             elif can_evaluate(node):
                 results = evaluate(node, [a for a in arrays if a is not None])

@@ -30,6 +30,8 @@ BATCHED_LOOKUP_OPS = (
 # One view in two spellings, counted as one family: what decompositions write as permute, programs write
 # as transpose, and a transpose graphopt moves (past a fused activation) is written as permute.
 FAMILIES = {"aten.transpose.int": "aten.permute|transpose", "aten.permute.default": "aten.permute|transpose"}
+# Slices that tile a tensor along one axis are one split (join_slices_into_split): views either way.
+FAMILIES |= {op: "aten.slice|split" for op in ("aten.slice.Tensor", "aten.split_with_sizes.default")}
 
 
 def calls(program) -> Counter:

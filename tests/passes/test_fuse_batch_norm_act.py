@@ -18,6 +18,8 @@ from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 import graphopt
+from models import zoo
+from models.zoo_modules import DenseLayers
 
 ACTIVATIONS = {"relu": nn.ReLU(), "silu": nn.SiLU(), "sigmoid": nn.Sigmoid(), "gelu": nn.GELU()}
 
@@ -159,3 +161,24 @@ def test_float64_stays():
     optimized, report = graphopt.optimize(model)
     assert "BatchNormalization" in op_types(optimized)
     assert any("float64" in r for r in near_misses(report, "fuse_batch_norm_act"))
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_an_onnx_batch_norm_between_convolutions_stays_in_the_runtimes_blocked_layout(path):
+    optimized, report = optimize_checked(zoo.get(f"dense_layers.{path}").build())
+    assert not report.rule_counts.get("fuse_batch_norm_act")
+    assert op_types(optimized).count("BatchNormalization") == 2
+    reasons = near_misses(report, "fuse_batch_norm_act")
+    assert len(reasons) == 2 and all("sits between convolutions" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("form", TORCH_FORMS)
+def test_a_torch_batch_norm_between_convolutions_fuses(form):
+    torch.manual_seed(0)
+    module, x = DenseLayers().eval(), (torch.randn(2, 3, 8, 8),)
+    optimized, report = optimize_checked(export_torch(module, x, form))
+    assert report.rule_counts.get("fuse_batch_norm_act") == 2
+    assert call_targets(optimized).count("graphopt.affine_act.default") == 2
+    np.testing.assert_allclose(
+        optimized.module()(*x).detach().numpy(), float64_reference(module, x)[0], rtol=1e-5, atol=1e-5
+    )

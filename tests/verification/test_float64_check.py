@@ -64,6 +64,17 @@ def test_an_evaluation_of_the_original_in_its_own_dtypes_counts_as_the_original(
     assert _judge(want, got, exact, legitimate=[[0.03, 1.0]])["ok"] is True
 
 
+def test_a_noisy_evaluation_of_another_shape_is_left_out_and_named():
+    """A noisy evaluation where a float that sets a size strayed (a range one element longer) says
+    nothing about this output's rounding; the other evaluations still judge it."""
+    want, got, exact = [0.0, 1.0], [0.02, 1.0], [0.0001, 1.0]
+    verdict = _judge(want, got, exact, legitimate=[[0.03, 1.0], [0.0, 1.0, 2.0]])
+    assert verdict["ok"] is True
+    assert verdict["outputs"][0]["float64"]["noisy_runs_of_another_shape"] == 1
+    assert "1 noisy evaluations gave an output of another shape and were left out" in verdict["summary"]
+    assert _judge(want, got, exact, legitimate=[[0.0, 1.0, 2.0]])["ok"] is False
+
+
 def test_nan_where_the_exact_answer_is_finite_fails():
     verdict = _judge([1.0, -1.0], [1.0, math.nan], [1.0, -1.0 + 1e-7])
     assert not verdict["ok"]
