@@ -44,3 +44,17 @@ def test_a_recorded_run_is_drawn_again_from_its_json(tmp_path):
     report = path.with_suffix(".md").read_text()
     assert "graphopt → PyTorch (no_grad) / eager PyTorch (no_grad) = 1.10 (noise ±4.0%): slower" in report
     assert path.with_suffix(".png").stat().st_size > 1000
+
+
+def test_bf16_is_timed_in_pytorch_only(tmp_path):
+    status = bench_real_models.main(
+        ["--out", str(tmp_path), "--device", "cpu", "--tiny", "--models", "seed_n128", "--dtypes", "bf16",
+         "--no-compile", "--rounds", "1", "--block", "1"]
+    )  # fmt: skip
+    assert status == 0
+    (record,) = json.loads((tmp_path / "real_models.json").read_text())["records"]
+    assert record["onnx_export_error"] == "skipped: bf16 is timed in PyTorch only"
+    timed = {r["variant"]: r for r in record["rows"] if r["start_to_finish_us"]}
+    assert {"eager PyTorch", "graphopt → PyTorch"} <= set(timed)
+    assert not [v for v in timed if "ORT" in v]
+    assert timed["graphopt → PyTorch"]["max_abs_error"] < 0.05
