@@ -29,6 +29,8 @@ REORDERS = {"com.microsoft.nchwc.ReorderInput", "com.microsoft.nchwc.ReorderOutp
 ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Sum"}
 # (one GEMM whether its bias rides in Gemm's epilogue or in the fused activation after a MatMul)
 MATMULS = {"MatMul", "Gemm", "FusedMatMul", "FusedGemm"}
+# (pieces of one tensor: slices joined into one Split are fewer nodes, not more work)
+SLICES = {"Slice", "Split"}
 TOLERANCE = 1e-4
 
 
@@ -61,9 +63,7 @@ def _ops(folder: str, path: Path) -> Counter:
     import onnx
 
     graph = onnx.load(str(Path(folder) / f"{path.stem}.ort.onnx")).graph
-    return Counter(
-        "MatMul|Gemm" if n.op_type in MATMULS else f"{n.domain}.{n.op_type}".lstrip(".") for n in graph.node
-    )
+    return Counter(_family(n) for n in graph.node)
 
 
 def _onnx(original: Path, optimized: Path, args: tuple) -> dict[str, Any]:
@@ -140,3 +140,11 @@ def _stray_tensors(module) -> list[str]:
         for name, value in vars(sub).items()
         if isinstance(value, torch.Tensor) and id(value) not in registered
     ]
+
+
+def _family(node) -> str:
+    if node.op_type in MATMULS:
+        return "MatMul|Gemm"
+    if node.domain in ("", "ai.onnx") and node.op_type in SLICES:
+        return "Slice|Split"
+    return f"{node.domain}.{node.op_type}".lstrip(".")

@@ -7,9 +7,11 @@ tensor comes from a node of more than one output, which a fused norm that also w
 is: there graphopt's model ran two Slices where the original ran one Split (transformers' CvT, 2 of its
 3 stages). Joined here, the pieces are one op whatever produced them, in every runtime.
 
-Conditions: every reader of the tensor that is a slice cuts the same one axis with step 1, and the
-slices' static bounds tile that axis from 0 to its end without a gap or an overlap (other readers may
-read the tensor too). The pieces keep their order along the axis.
+Conditions: the tensor comes from a node of more than one output (after any other node ONNX Runtime
+joins them itself, and with more of its own fusions in view: joined here, transformers' FocalNet's
+modulation slices cost it two more Splits), every reader of the tensor that is a slice cuts the same
+one axis with step 1, and the slices' static bounds tile that axis from 0 to its end without a gap or
+an overlap (other readers may read the tensor too). The pieces keep their order along the axis.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def run(graph: Graph) -> RewriteStats:
 
 def _tiling(x: Value) -> tuple[int, list[Node]] | None:
     """The axis and the slices of ``x`` in order along it, where they tile it; else None."""
+    if x.producer is None or len(x.producer.outputs) < 2:
+        return None
     slices = [n for n in x.users() if n.op == Op.SLICE]
     if len(slices) < 2 or x.shape is None:
         return None
@@ -78,7 +82,7 @@ def _clamped(start: int, length: int) -> int:
 
 PASS = Pass(
     "join_slices_into_split",
-    "Join slices that tile one tensor along one axis into one split (ONNX Runtime joins them only where "
-    "the tensor's producer has one output).",
+    "Join slices that tile the output of a node of several outputs along one axis into one split (ONNX "
+    "Runtime joins them only after one-output nodes).",
     run,
 )

@@ -14,8 +14,9 @@ Not an ONNX batch norm between convolutions, as in DenseNet's pre-activation blo
 (concat → batch norm → relu → conv): ONNX Runtime's CPU EP runs convolutions, pools and the concats,
 adds and activations between them in a blocked channel layout (NCHWc), and such a batch norm there as a
 depthwise conv with its activation fused; a fused op in the middle would leave and re-enter that
-layout, two reorders each (DenseNet-121: 248 → 370 nodes in ONNX Runtime's graph). At the end of such
-a run (a graph output, a flatten) the layout is left anyway, and the fusion stays.
+layout, two reorders each (DenseNet-121: 248 → 370 nodes in ONNX Runtime's graph; its last batch norm,
+before the global pool, moved that pool out of the layout). At the end of such a run (a graph output, a
+flatten) the layout is left anyway, and the fusion stays.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ from .activations import ACTIVATION_OPS, activation_of
 from .fuse_bias_act import check_fusable
 
 # The ops ONNX Runtime's CPU EP runs in its blocked channel layout, and those that keep a tensor in it.
-_BLOCKED = frozenset(opaque_name("onnx", name) for name in ("Conv", "MaxPool", "AveragePool"))
+_BLOCKED = frozenset(
+    opaque_name("onnx", name)
+    for name in ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+)
 _KEEPS_LAYOUT = frozenset({Op.CONCAT, Op.ADD, *ACTIVATION_OPS})
 _SEARCH_DEPTH = 4
 

@@ -1,13 +1,19 @@
-"""fuse_norm_act_per_slice: norm → Mul(scale) → Add(bias) → activation with constant scale and bias
-that vary along leading dims (one row per feature, [N, 1, D] on [N, B, D]) becomes one
-``graphopt.NormAct`` reading them row by row (``graphopt.fused.broadcast_rows``).
+"""fuse_norm_act_per_slice: norm → Mul(scale) → Add(bias) → activation with a scale and bias that vary
+along leading dims (one row per feature, [N, 1, D] on [N, B, D]) becomes one ``graphopt.NormAct``
+reading them row by row (``graphopt.fused.broadcast_rows``).
 
-Horizontal batching writes this chain for per-feature norms: each feature's own LayerNorm becomes
-one norm of the stacked slices, whose stacked weights cannot sit inside it.
+Horizontal batching writes this chain for per-feature norms, with constant operands: each feature's
+own LayerNorm becomes one norm of the stacked slices, whose stacked weights cannot sit inside it.
+Diffusion transformers write it with computed ones and no activation: adaptive layer norm (DiT, PixArt,
+SD3, Flux) modulates a weightless LayerNorm by a scale and shift computed from the timestep,
+``norm(x) * (1 + scale[:, None]) + shift[:, None]``, one row per sample; fused, that is one pass over
+x instead of three. A computed operand must be per slice (one row per slice of X, not a row per row:
+that is a residual's or a gate's form, for other rules).
 """
 
 from __future__ import annotations
 
+from graphopt.fused import Activation
 from graphopt.fused.broadcast_rows import broadcast_block
 from graphopt.ir import Op, constant_of
 from graphopt.rewrite import Fail, Rule, op, rewrite_pass
@@ -32,12 +38,18 @@ def bias_pattern(x, c):
     return op.any_of(*ACTIVATION_OPS)(op.add(_norm(x), c).named("add"))
 
 
+def modulation_pattern(x, s, c):
+    return op.add(op.mul(_norm(x), s).named("mul"), c).named("add")
+
+
+def modulation_scale_pattern(x, s):
+    return op.mul(_norm(x), s).named("mul")
+
+
 def _operand(match, name: str, what: str) -> Fail | None:
     """Why the fused op cannot read ``match[name]`` as its per-row ``what``."""
     norm = match.node("norm")
     x, value = norm.input(0), match[name]
-    if constant_of(value) is None:
-        return Fail(f"{what} {value.name!r} is computed at run time")
     if value.dtype != x.dtype:
         return Fail(f"{what} {value.name!r} is {value.dtype}, the input {x.dtype}")
     if x.shape is None or value.shape is None:
@@ -45,6 +57,16 @@ def _operand(match, name: str, what: str) -> Fail | None:
     block = broadcast_block(value.shape, x.shape, norm.attrs["axis"])
     if isinstance(block, str):
         return Fail(f"{what} {value.name!r} cannot be read row by row: {block}")
+    if constant_of(value) is None:
+        return _computed_operand(norm, value, block, what)
+    return None
+
+
+def _computed_operand(norm, value, block, what: str) -> Fail | None:
+    axis = norm.attrs["axis"] % norm.input(0).rank
+    if block is not None and block[1] == axis - 1:
+        return Fail(f"{what} {value.name!r} varies along the rows of its slice: not per slice")
+    # (it cannot be computed from the norm's output: that output has the Mul or Add as its one reader)
     return None
 
 
@@ -69,6 +91,14 @@ def check(match):
     return match
 
 
+def check_modulation(match):
+    """The forms without an activation: only where no activation follows (its rule takes the chain)."""
+    readers = match.root.output.users()
+    if len(readers) == 1 and readers[0].op in ACTIVATION_OPS:
+        return None
+    return check(match)
+
+
 def _own_weights(norm):
     """The norm's scale and bias, None where absent or all ones and zeros (exporters write those
     for a norm without weights)."""
@@ -86,7 +116,9 @@ def replace(b, match):
         match.values.get("c"),
         None,
         norm=NORM_KINDS[norm.op].attr,
-        activation=activation_of(match.root).attr,
+        activation=(
+            activation_of(match.root) if match.root.op in ACTIVATION_OPS else Activation.IDENTITY
+        ).attr,
         eps=float(norm.attrs["eps"]),
         axis=norm.attrs["axis"],
     ).outputs[0]
@@ -94,10 +126,13 @@ def replace(b, match):
 
 PASS = rewrite_pass(
     "fuse_norm_act_per_slice",
-    "Fuse norm → Mul → Add → activation with constant, per-slice scale and bias into graphopt.NormAct.",
+    "Fuse norm → Mul → Add (→ activation) with a per-slice scale and bias (constant, or computed "
+    "before the norm: adaptive layer norm) into graphopt.NormAct.",
     [
         Rule("fuse_norm_scale_bias_act", scale_bias_pattern, replace, check),
         Rule("fuse_norm_scale_act", scale_pattern, replace, check),
         Rule("fuse_norm_bias_act", bias_pattern, replace, check),
+        Rule("fuse_norm_modulation", modulation_pattern, replace, check_modulation),
+        Rule("fuse_norm_modulation[scale]", modulation_scale_pattern, replace, check_modulation),
     ],
 )

@@ -46,8 +46,14 @@ def ort_optimized_ops(model: onnx.ModelProto, folder: Path) -> Counter:
 _MATMULS = {("", "MatMul"), ("", "Gemm"), ("com.microsoft", "FusedMatMul"), ("com.microsoft", "FusedGemm")}
 
 
+# Pieces of one tensor: slices joined into one Split (join_slices_into_split) are fewer nodes, not more.
+_SLICES = {("", "Slice"), ("", "Split")}
+
+
 def _family(domain: str, op_type: str) -> tuple[str, str]:
-    return ("", "MatMul|Gemm") if (domain, op_type) in _MATMULS else (domain, op_type)
+    if (domain, op_type) in _MATMULS:
+        return ("", "MatMul|Gemm")
+    return ("", "Slice|Split") if (domain, op_type) in _SLICES else (domain, op_type)
 
 
 def assert_no_more_work(model: onnx.ModelProto, folder: Path, may_grow=frozenset()) -> None:

@@ -166,16 +166,39 @@ def test_norm_with_its_own_scale_before_a_mul_stays():
     assert any("weights of its own" in r for r in near_misses(report, "fuse_norm_scale_bias_act"))
 
 
-def test_scale_computed_at_run_time_stays():
+def _norm_times(scale_input: str, s_shape) -> tuple:
     nodes = [
         helper.make_node("LayerNormalization", ["x", "ones"], ["h"], axis=-1, epsilon=1e-5),
-        helper.make_node("Mul", ["h", "s"], ["m"]),
+        helper.make_node("Mul", ["h", scale_input], ["m"]),
         helper.make_node("Tanh", ["m"], ["y"]),
     ]
-    model = _hand_built(nodes, [4, 3, 8], {"ones": np.ones(8)}, extra_inputs=[("s", [4, 1, 8])])
+    return _hand_built(nodes, [4, 3, 8], {"ones": np.ones(8)}, extra_inputs=[("s", s_shape)])
+
+
+def test_a_per_slice_scale_given_at_run_time_fuses():
+    optimized, _ = optimize_checked(_norm_times("s", [4, 1, 8]))
+    assert op_types(optimized) == ["NormAct"]
+    rng = np.random.default_rng(0)
+    x, scale = rng.standard_normal((4, 3, 8)), rng.standard_normal((4, 1, 8))
+    (got,) = run_onnx(optimized, {"x": x.astype(np.float32), "s": scale.astype(np.float32)})
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    np.testing.assert_allclose(got, np.tanh((x - mean) / np.sqrt(var + 1e-5) * scale), rtol=1e-5, atol=1e-5)
+
+
+def test_a_computed_scale_with_a_row_per_row_stays():
+    optimized, report = graphopt.optimize(_norm_times("s", [4, 3, 8]))
+    assert "NormAct" not in op_types(optimized)
+    assert any("not per slice" in r for r in near_misses(report, "fuse_norm_scale_act"))
+
+
+def test_a_scale_computed_from_the_norm_stays():
+    """``norm(x) * g(norm(x))``: the fused op would read what it writes."""
+    model = _norm_times("g", [4, 1, 8])
+    model.graph.node.insert(1, helper.make_node("ReduceMean", ["h"], ["g"], keepdims=1, axes=[1]))
+    model.opset_import[0].version = 17
     optimized, report = graphopt.optimize(model)
     assert "NormAct" not in op_types(optimized)
-    assert any("computed at run time" in r for r in near_misses(report, "fuse_norm_scale_act"))
+    assert any("'h' is also read by" in r for r in near_misses(report, "fuse_norm_scale_act"))
 
 
 def test_rms_norm_then_bias_stays():
@@ -216,3 +239,47 @@ def test_a_bias_added_before_the_norm_is_no_residual():
     optimized, report = optimize_checked(_hand_built(nodes, [3, 8], constants))
     assert op_types(optimized) == ["MatMul", "Add", "LayerNormalization"]
     assert any("a bias" in r for r in near_misses(report, "fuse_add_norm"))
+
+
+class AdaptiveNorm(torch.nn.Module):
+    """DiT's adaptive layer norm: a weightless LayerNorm modulated by a scale and shift computed from a
+    per-sample embedding (``chunk`` of one linear layer), then a linear layer wider than
+    fuse_norm_act_linear takes (which would take the norm into its own kernel)."""
+
+    def __init__(self, d=16, e=8):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.emb, self.proj = torch.nn.Linear(e, 2 * d), torch.nn.Linear(d, 4 * d)
+
+    def forward(self, x, t):
+        shift, scale = self.emb(torch.nn.functional.silu(t)).chunk(2, dim=1)
+        return self.proj(self.norm(x) * (1 + scale[:, None]) + shift[:, None])
+
+
+ADAPTIVE_ARGS = (torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(1)), torch.randn(2, 8))
+
+
+@pytest.mark.parametrize("path", ONNX_PATHS)
+def test_adaptive_layer_norm_becomes_one_norm_act(path):
+    torch.manual_seed(0)
+    module = AdaptiveNorm().eval()
+    model = export_onnx(module, ADAPTIVE_ARGS, path)
+    optimized, report = optimize_checked(model)
+    assert report.rule_counts.get("fuse_norm_modulation") == 1
+    ops = op_types(optimized)
+    assert ops.count("NormAct") == 1 and "LayerNormalization" not in ops
+    (node,) = [n for n in optimized.graph.node if n.op_type == "NormAct"]
+    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert attributes["activation"] == b"identity"
+    (got,) = run_onnx(optimized, feeds_for(model, ADAPTIVE_ARGS))
+    _assert_matches_float64(got, module, ADAPTIVE_ARGS)
+
+
+def test_adaptive_layer_norm_through_torch_export():
+    torch.manual_seed(0)
+    module = AdaptiveNorm().eval()
+    optimized, report = optimize_checked(export_torch(module, ADAPTIVE_ARGS, "export"))
+    assert report.rule_counts.get("fuse_norm_modulation") == 1
+    targets = call_targets(optimized)
+    assert "graphopt.norm_act.default" in targets and not any("layer_norm" in t for t in targets)
+    _assert_matches_float64(optimized.module()(*ADAPTIVE_ARGS).detach().numpy(), module, ADAPTIVE_ARGS)

@@ -35,19 +35,27 @@ def test_through_torch_export_too():
         np.testing.assert_allclose(mine.detach().numpy(), want, rtol=1e-5, atol=1e-5)
 
 
-def _sliced(bounds, axes=None, length=6):
-    """x [2, length, 3] → Relu → a Slice per (start, end) on ``axes`` (default 1), each an output."""
+def _sliced(bounds, axes=None, length=6, one_output=False):
+    """x [2, length, 4] → Split into [.., 3] and [.., 1] (both read: a node of two outputs), or Relu with
+    ``one_output`` → a Slice of the first per (start, end) on ``axes`` (default 1), each an output."""
     axes = axes or [1] * len(bounds)
-    nodes = [helper.make_node("Relu", ["x"], ["r"])]
-    initializers, outputs = [], []
+    sizes = helper.make_tensor("sizes", TensorProto.INT64, [2], [3, 1])
+    initializers, outputs = [sizes], []
+    if one_output:
+        nodes = [helper.make_node("Relu", ["x"], ["r"])]
+        width = 4
+    else:
+        nodes = [helper.make_node("Split", ["x", "sizes"], ["r", "rest"], axis=2)]
+        outputs.append(helper.make_tensor_value_info("rest", TensorProto.FLOAT, [2, length, 1]))
+        width = 3
     for i, ((start, end), axis) in enumerate(zip(bounds, axes, strict=True)):
         for name, v in (("s", start), ("e", end), ("a", axis)):
             initializers.append(helper.make_tensor(f"{name}{i}", TensorProto.INT64, [1], [v]))
         nodes.append(helper.make_node("Slice", ["r", f"s{i}", f"e{i}", f"a{i}"], [f"y{i}"]))
-        shape = [2, length, 3]
+        shape = [2, length, width]
         shape[axis] = len(range(shape[axis])[start:end])
         outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, shape))
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, length, 3])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, length, 4])
     graph = helper.make_graph(nodes, "g", [x], outputs, initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
@@ -61,16 +69,15 @@ def test_pieces_in_any_order_and_an_open_end_are_joined_in_order_along_the_axis(
     model = _sliced([(4, 2**62), (0, 1), (1, 4)])
     optimized, report = graphopt.optimize(model)
     assert report.verification["ok"]
-    (split,) = [n for n in optimized.graph.node if n.op_type == "Split"]
+    (split,) = [n for n in optimized.graph.node if n.op_type == "Split" and n.input[0] != "x"]
     assert "Slice" not in op_types(optimized)
-    assert list(optimized.graph.output[i].name for i in range(3)) == ["y0", "y1", "y2"]
     assert {a.name: helper.get_attribute_value(a) for a in split.attribute} == {"axis": 1}
     sizes = {t.name: numpy_helper.to_array(t) for t in optimized.graph.initializer}[split.input[1]]
     assert sizes.tolist() == [1, 3, 2]
-    x = np.random.default_rng(0).standard_normal((2, 6, 3)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((2, 6, 4)).astype(np.float32)
     got = graphopt.ort.create_session(optimized).run(None, {"x": x})
-    relu = np.maximum(x, 0)
-    for mine, want in zip(got, [relu[:, 4:], relu[:, :1], relu[:, 1:4]], strict=True):
+    r = x[..., :3]
+    for mine, want in zip(got, [x[..., 3:], r[:, 4:], r[:, :1], r[:, 1:4]], strict=True):
         np.testing.assert_array_equal(mine, want)
 
 
@@ -86,4 +93,11 @@ def test_pieces_in_any_order_and_an_open_end_are_joined_in_order_along_the_axis(
 )
 def test_slices_that_do_not_tile_one_axis_stay(bounds, axes):
     ops = _ops_after(_sliced(bounds, axes))
-    assert ops.count("Slice") == len(bounds) and "Split" not in ops
+    assert ops.count("Slice") == len(bounds) and ops.count("Split") == 1  # (the producer)
+
+
+def test_slices_of_a_one_output_node_are_left_to_the_runtime():
+    """ONNX Runtime joins those itself, with its other fusions in view (FocalNet: two more Splits when
+    graphopt joined them first)."""
+    ops = _ops_after(_sliced([(0, 1), (1, 6)], one_output=True))
+    assert ops.count("Slice") == 2 and "Split" not in ops
