@@ -1,8 +1,9 @@
 """Transformers' decoder-only language models beyond LLaMA's family: GPT-NeoX (parallel residual), OPT,
-BLOOM (ALiBi), Falcon (parallel attention), Phi (partial rotary, one norm per layer) and Gemma (RMS norm
-of ``1 + weight``). Tokens in, last hidden state out; called with an attention mask, as decoders are
-(without one the mask code looks for packed sequences with ``torch.diff``, which the TorchScript
-exporter cannot write)."""
+BLOOM (ALiBi), Falcon (parallel attention), Phi (partial rotary, one norm per layer), Gemma (RMS norm
+of ``1 + weight``), GPT-J, StableLM, Qwen3, Gemma2, Gemma3 and OLMo2 (RMS norms of queries and keys,
+norms after the sublayers), Cohere, Phi3, Starcoder2 and GPTBigCode. Tokens in, last hidden state out;
+called with an attention mask, as decoders are (without one the mask code looks for packed sequences
+with ``torch.diff``, which the TorchScript exporter cannot write)."""
 
 from __future__ import annotations
 
@@ -134,6 +135,107 @@ def stablelm() -> Architecture:
     return Architecture("hf_stablelm", "transformers", module, tokens(), None, {})
 
 
+def qwen3() -> Architecture:
+    # (RMS norm on each head's queries and keys, before the rotary embedding)
+    module = hf(
+        "Qwen3Config",
+        "Qwen3Model",
+        "input_ids",
+        with_mask=True,
+        num_key_value_heads=HEADS // 2,
+        head_dim=HIDDEN // HEADS,
+        **SIZES,
+    )
+    return Architecture("hf_qwen3", "transformers", module, tokens(), "t5", ORT_HEADS)
+
+
+def gemma2() -> Architecture:
+    # (RMS norms of 1 + weight before and after attention and MLP, GELU-tanh gated MLP, tanh soft-capping)
+    module = hf(
+        "Gemma2Config",
+        "Gemma2Model",
+        "input_ids",
+        with_mask=True,
+        num_key_value_heads=HEADS // 2,
+        head_dim=HIDDEN // HEADS,
+        sliding_window=8,
+        **SIZES,
+    )
+    return Architecture("hf_gemma2", "transformers", module, tokens(), "t5", ORT_HEADS)
+
+
+def gemma3_text() -> Architecture:
+    # (Gemma2's norms before and after the sublayers, plus RMS norms of 1 + weight on queries and keys)
+    module = hf(
+        "Gemma3TextConfig",
+        "Gemma3TextModel",
+        "input_ids",
+        with_mask=True,
+        num_key_value_heads=HEADS // 2,
+        head_dim=HIDDEN // HEADS,
+        sliding_window=8,
+        **SIZES,
+    )
+    return Architecture("hf_gemma3_text", "transformers", module, tokens(), "t5", ORT_HEADS)
+
+
+def olmo2() -> Architecture:
+    # (RMS norms after attention and MLP, none before; RMS norm over the whole query and key projections)
+    module = hf(
+        "Olmo2Config", "Olmo2Model", "input_ids", with_mask=True, num_key_value_heads=HEADS // 2, **SIZES
+    )
+    return Architecture("hf_olmo2", "transformers", module, tokens(), "t5", ORT_HEADS)
+
+
+def cohere() -> Architecture:
+    # (LayerNorm without bias, written out in float32; attention and MLP in parallel off one norm)
+    module = hf(
+        "CohereConfig", "CohereModel", "input_ids", with_mask=True, num_key_value_heads=HEADS // 2, **SIZES
+    )
+    return Architecture("hf_cohere", "transformers", module, tokens(), None, {})
+
+
+def phi3() -> Architecture:
+    # (LLaMA's RMS norms and SiLU-gated MLP, fused QKV and gate-up projections, split in the graph)
+    module = hf(
+        "Phi3Config", "Phi3Model", "input_ids", with_mask=True, num_key_value_heads=HEADS // 2, **SIZES
+    )
+    return Architecture("hf_phi3", "transformers", module, tokens(), "t5", ORT_HEADS)
+
+
+def starcoder2() -> Architecture:
+    # (LayerNorm with bias, GELU-tanh MLP with biases, sliding-window attention)
+    module = hf(
+        "Starcoder2Config",
+        "Starcoder2Model",
+        "input_ids",
+        with_mask=True,
+        num_key_value_heads=HEADS // 2,
+        sliding_window=8,
+        **SIZES,
+    )
+    return Architecture("hf_starcoder2", "transformers", module, tokens(), None, {})
+
+
+def gpt_bigcode() -> Architecture:
+    # (GPT-2's LayerNorms and GELU-tanh, with multi-query attention: one key and value head)
+    module = hf(
+        "GPTBigCodeConfig",
+        "GPTBigCodeModel",
+        "input_ids",
+        with_mask=True,
+        n_embd=HIDDEN,
+        n_layer=LAYERS,
+        n_head=HEADS,
+        n_inner=FFN,
+        vocab_size=VOCAB,
+        n_positions=64,
+        multi_query=True,
+        **DECODER,
+    )
+    return Architecture("hf_gpt_bigcode", "transformers", module, tokens(), "gpt2", ORT_HEADS)
+
+
 BUILDERS = {
     "hf_gpt_neox": gpt_neox,
     "hf_opt": opt,
@@ -143,4 +245,12 @@ BUILDERS = {
     "hf_gemma": gemma,
     "hf_gptj": gptj,
     "hf_stablelm": stablelm,
+    "hf_qwen3": qwen3,
+    "hf_gemma2": gemma2,
+    "hf_gemma3_text": gemma3_text,
+    "hf_olmo2": olmo2,
+    "hf_cohere": cohere,
+    "hf_phi3": phi3,
+    "hf_starcoder2": starcoder2,
+    "hf_gpt_bigcode": gpt_bigcode,
 }

@@ -1,5 +1,5 @@
-"""Transformers' text and speech encoders (BERT's relatives, BART's and Whisper's encoders): tokens or
-features in, last hidden state out. ONNX Runtime's optimizer knows most of them as ``bert``, BART as
+"""Transformers' text and speech encoders (BERT's relatives, ModernBERT, BART's and Whisper's encoders):
+tokens or features in, last hidden state out. ONNX Runtime's optimizer knows most of them as ``bert``, BART as
 ``bart``."""
 
 from __future__ import annotations
@@ -159,6 +159,23 @@ def whisper_encoder() -> Architecture:
     return Architecture("hf_whisper_encoder", "transformers", module, args, "bert", ORT_HEADS)
 
 
+def modernbert() -> Architecture:
+    # (LayerNorm without bias, GeGLU MLP, rotary positions, local and global attention layers)
+    module = hf(
+        "ModernBertConfig",
+        "ModernBertModel",
+        "input_ids",
+        local_attention=8,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+        cls_token_id=0,
+        sep_token_id=0,
+        **BERT_SIZES,
+    )
+    return Architecture("hf_modernbert", "transformers", module, tokens(), "bert", ORT_HEADS)
+
+
 BUILDERS = {
     "hf_distilbert": distilbert,
     "hf_roberta": roberta,
@@ -170,4 +187,5 @@ BUILDERS = {
     "hf_bart_encoder": bart_encoder,
     "hf_mbart_encoder": mbart_encoder,
     "hf_whisper_encoder": whisper_encoder,
+    "hf_modernbert": modernbert,
 }

@@ -1,9 +1,9 @@
-"""Transformers' speech encoders: wav2vec2 with both of its feature extractors. The first normalizes its
-first conv with a group norm of one group per channel (``feat_extract_norm="group"``; the dynamo exporter
-writes it as a bare InstanceNormalization), the second every conv with a layer norm over channels
-written between transposes (``"layer"``, with the pre-norm "stable" encoder), each followed by GELU.
-Raw waveforms in (a quarter second at 16 kHz), last hidden state out; ONNX Runtime's optimizer has no
-model type for them."""
+"""Transformers' speech encoders: wav2vec2 with both of its feature extractors, and WavLM and HuBERT with
+the first. The first normalizes its first conv with a group norm of one group per channel
+(``feat_extract_norm="group"``; the dynamo exporter writes it as a bare InstanceNormalization), the
+second every conv with a layer norm over channels written between transposes (``"layer"``, with the
+pre-norm "stable" encoder), each followed by GELU. Raw waveforms in (a quarter second at 16 kHz), last
+hidden state out; ONNX Runtime's optimizer has no model type for them."""
 
 from __future__ import annotations
 
@@ -45,4 +45,29 @@ def wav2vec2_stable() -> Architecture:
     return Architecture("hf_wav2vec2_stable", "transformers", module, waves(), None, {})
 
 
-BUILDERS = {"hf_wav2vec2": wav2vec2, "hf_wav2vec2_stable": wav2vec2_stable}
+def wavlm() -> Architecture:
+    # (wav2vec2's group-norm feature extractor, and a gated relative position bias in every layer)
+    module = hf(
+        "WavLMConfig",
+        "WavLMModel",
+        "input_values",
+        feat_extract_norm="group",
+        num_buckets=32,
+        max_bucket_distance=100,
+        **SPEECH,
+    )
+    return Architecture("hf_wavlm", "transformers", module, waves(), None, {})
+
+
+def hubert() -> Architecture:
+    # (wav2vec2's group-norm feature extractor and post-norm encoder, under HuBERT's classes)
+    module = hf("HubertConfig", "HubertModel", "input_values", feat_extract_norm="group", **SPEECH)
+    return Architecture("hf_hubert", "transformers", module, waves(), None, {})
+
+
+BUILDERS = {
+    "hf_wav2vec2": wav2vec2,
+    "hf_wav2vec2_stable": wav2vec2_stable,
+    "hf_wavlm": wavlm,
+    "hf_hubert": hubert,
+}

@@ -1,7 +1,8 @@
 """Transformers' vision models: transformers (CLIP's vision tower, DeiT, BEiT, Swin, SegFormer's
-encoder) and CNNs (ConvNeXt, ResNet), on 32x32 images. ViT-like models are ``vit`` to ONNX Runtime's
-optimizer, Swin is ``swin``, CLIP is ``clip``; for SegFormer and ConvNeXt its generic ``bert`` fusions
-find the layer norms; ResNet has none."""
+encoder, DINOv2, CvT, PVT-v2), hybrids (MobileViT, LeViT, FocalNet) and CNNs (ConvNeXt, ResNet,
+PoolFormer, MobileNetV2), on 32x32 images. ViT-like models are ``vit`` to ONNX Runtime's optimizer, Swin
+is ``swin``, CLIP is ``clip``; for SegFormer, PVT-v2 and ConvNeXt its generic ``bert`` fusions find the
+layer norms; the others have no model type there."""
 
 from __future__ import annotations
 
@@ -155,6 +156,60 @@ def convnextv2() -> Architecture:
     return Architecture("hf_convnextv2", "transformers", module, images(), "bert", {"num_heads": 0})
 
 
+def cvt() -> Architecture:
+    # (convolutional Q, K, V projections with batch norm inside attention; LayerNorm and GELU around them)
+    module = hf(
+        "CvtConfig",
+        "CvtModel",
+        "pixel_values",
+        embed_dim=[16, 32, 64],
+        num_heads=[1, 2, 4],
+        depth=[1, 2, 3],
+    )
+    return Architecture("hf_cvt", "transformers", module, images(), None, {})
+
+
+def pvt_v2() -> Architecture:
+    # (depthwise conv and GELU inside the MLP, spatial-reduction attention with its own LayerNorm)
+    module = hf(
+        "PvtV2Config",
+        "PvtV2Model",
+        "pixel_values",
+        image_size=32,
+        num_encoder_blocks=2,
+        depths=[1, 1],
+        sr_ratios=[2, 1],
+        hidden_sizes=[16, 32],
+        num_attention_heads=[1, 2],
+        patch_sizes=[7, 3],
+        strides=[4, 2],
+        mlp_ratios=[4, 4],
+    )
+    return Architecture("hf_pvt_v2", "transformers", module, images(), "bert", {"num_heads": 0})
+
+
+def focalnet() -> Architecture:
+    # (focal modulation: stacked depthwise convs with GELU, gated; LayerNorm before it and the MLP)
+    module = hf(
+        "FocalNetConfig",
+        "FocalNetModel",
+        "pixel_values",
+        image_size=32,
+        patch_size=4,
+        embed_dim=16,
+        depths=[1, 1],
+        focal_levels=[2, 2],
+        focal_windows=[3, 3],
+    )
+    return Architecture("hf_focalnet", "transformers", module, images(), None, {})
+
+
+def mobilenet_v2() -> Architecture:
+    # (batch norm and ReLU6 after every conv, TensorFlow's "same" padding as explicit pads)
+    module = hf("MobileNetV2Config", "MobileNetV2Model", "pixel_values", depth_multiplier=0.35, image_size=32)
+    return Architecture("hf_mobilenet_v2", "transformers", module, images(), None, {})
+
+
 BUILDERS = {
     "hf_clip_vision": clip_vision,
     "hf_deit": deit,
@@ -168,4 +223,8 @@ BUILDERS = {
     "hf_poolformer": poolformer,
     "hf_dinov2": dinov2,
     "hf_convnextv2": convnextv2,
+    "hf_cvt": cvt,
+    "hf_pvt_v2": pvt_v2,
+    "hf_focalnet": focalnet,
+    "hf_mobilenet_v2": mobilenet_v2,
 }
