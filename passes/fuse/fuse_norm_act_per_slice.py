@@ -46,6 +46,10 @@ def modulation_scale_pattern(x, s):
     return op.mul(_norm(x), s).named("mul")
 
 
+def fused_modulation_pattern(x, s, c):
+    return op.add(op.mul(op.any_of(Op.NORM_ACT)(x, ...).named("norm"), s).named("mul"), c).named("add")
+
+
 def _operand(match, name: str, what: str) -> Fail | None:
     """Why the fused op cannot read ``match[name]`` as its per-row ``what``."""
     norm = match.node("norm")
@@ -99,6 +103,44 @@ def check_modulation(match):
     return check(match)
 
 
+def check_fused_modulation(match):
+    """A modulation after a norm that ``fuse_add_norm`` fused with its residual (DiT, PixArt: each
+    modulated norm reads the residual stream): the scale and shift join that NormAct."""
+    fused = match.node("norm")
+    if fused.attrs["activation"] != Activation.IDENTITY.attr or fused.input(1) or fused.input(2):
+        return None  # (an activation or weights of its own come before the Mul)
+    normalized = fused.outputs[0]
+    if normalized.users() != [match.node("mul")] or fused.graph.is_output(normalized):
+        return Fail(f"{normalized.name!r} is also read elsewhere")
+    if fused.attrs["norm"] != "layer":
+        return Fail(f"{fused.name!r} is an RMS norm; the fused op adds a bias after layer norms only")
+    for name, what in (("s", "scale"), ("c", "bias")):
+        failure = _operand(match, name, what)
+        if failure:
+            return failure
+    return match
+
+
+def replace_fused_modulation(b, match):
+    fused = match.node("norm")
+    residual = fused.input(3) if len(fused.inputs) > 3 else None
+    node = b.node(
+        Op.NORM_ACT,
+        fused.input(0),
+        match["s"],
+        match["c"],
+        residual,
+        norm=fused.attrs["norm"],
+        activation=Activation.IDENTITY.attr,
+        eps=fused.attrs["eps"],
+        axis=fused.attrs["axis"],
+    )
+    replaced = {match.root.output: node.outputs[0]}
+    if residual is not None:
+        replaced[fused.outputs[1]] = node.outputs[1]
+    return replaced
+
+
 def _own_weights(norm):
     """The norm's scale and bias, None where absent or all ones and zeros (exporters write those
     for a norm without weights)."""
@@ -134,5 +176,12 @@ PASS = rewrite_pass(
         Rule("fuse_norm_bias_act", bias_pattern, replace, check),
         Rule("fuse_norm_modulation", modulation_pattern, replace, check_modulation),
         Rule("fuse_norm_modulation[scale]", modulation_scale_pattern, replace, check_modulation),
+        Rule(
+            "fuse_norm_modulation[after_residual]",
+            fused_modulation_pattern,
+            replace_fused_modulation,
+            check_fused_modulation,
+            allow_external_uses=True,
+        ),
     ],
 )

@@ -283,3 +283,40 @@ def test_adaptive_layer_norm_through_torch_export():
     targets = call_targets(optimized)
     assert "graphopt.norm_act.default" in targets and not any("layer_norm" in t for t in targets)
     _assert_matches_float64(optimized.module()(*ADAPTIVE_ARGS).detach().numpy(), module, ADAPTIVE_ARGS)
+
+
+class AdaptiveBlock(torch.nn.Module):
+    """DiT's block: the modulated norm reads the residual stream (a sum read again after it), so the
+    residual fusion takes the norm first and the modulation joins that NormAct."""
+
+    def __init__(self, d=48, e=8):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.emb, self.mix = torch.nn.Linear(e, 2 * d), torch.nn.Linear(d, d)
+        self.proj = torch.nn.Linear(d, d)
+
+    def forward(self, x, t):
+        shift, scale = self.emb(torch.nn.functional.silu(t)).chunk(2, dim=1)
+        h = x + self.mix(x)
+        return h + self.proj(self.norm(h) * (1 + scale[:, None]) + shift[:, None])
+
+
+BLOCK_ARGS = (torch.randn(2, 5, 48, generator=torch.Generator().manual_seed(2)), torch.randn(2, 8))
+
+
+@pytest.mark.parametrize("form", [*ONNX_PATHS, "torch_export"])
+def test_a_modulation_after_a_residual_norm_joins_its_norm_act(form):
+    torch.manual_seed(0)
+    module = AdaptiveBlock().eval()
+    if form == "torch_export":
+        optimized, report = optimize_checked(export_torch(module, BLOCK_ARGS, "export"))
+        assert not any("layer_norm" in t for t in call_targets(optimized))
+        got = optimized.module()(*BLOCK_ARGS).detach().numpy()
+    else:
+        model = export_onnx(module, BLOCK_ARGS, form)
+        optimized, report = optimize_checked(model)
+        assert op_types(optimized).count("NormAct") == 1 and "LayerNormalization" not in op_types(optimized)
+        (got,) = run_onnx(optimized, feeds_for(model, BLOCK_ARGS))
+    assert report.rule_counts.get("fuse_add_norm") == 1
+    assert report.rule_counts.get("fuse_norm_modulation[after_residual]") == 1
+    _assert_matches_float64(got, module, BLOCK_ARGS)
