@@ -320,3 +320,17 @@ def test_a_modulation_after_a_residual_norm_joins_its_norm_act(form):
     assert report.rule_counts.get("fuse_add_norm") == 1
     assert report.rule_counts.get("fuse_norm_modulation[after_residual]") == 1
     _assert_matches_float64(got, module, BLOCK_ARGS)
+
+
+@pytest.mark.parametrize(("form", "dtype"), [("torch_export", torch.bfloat16), ("dynamo", torch.float16)])
+def test_a_16_bit_modulation_after_a_residual_fuses_and_passes_the_check(form, dtype):
+    torch.manual_seed(0)
+    module = AdaptiveBlock().eval().to(dtype)
+    args = tuple(a.to(dtype) for a in BLOCK_ARGS)
+    if form == "torch_export":
+        exported = export_torch(module, args, "export")
+    else:
+        exported = export_onnx(module, args, form)
+    _, report = optimize_checked(exported)
+    assert report.rule_counts.get("fuse_norm_modulation[after_residual]") == 1
+    assert report.verification["ok"], report.verification["summary"]
