@@ -136,20 +136,23 @@ def autoencoder_kl() -> Architecture:
     )
 
 
+# The diffusion transformers' size: 2 layers of 2 heads of 32, 2x2 patches of an 8x8 latent of 4 channels.
+_TRANSFORMER = dict(
+    num_attention_heads=2,
+    attention_head_dim=32,
+    in_channels=4,
+    out_channels=4,
+    num_layers=2,
+    sample_size=8,
+    patch_size=2,
+)
+
+
 def dit() -> Architecture:
     from diffusers import DiTTransformer2DModel
 
     # (AdaLayerNormZero: LayerNorm without weights, then a per-sample scale and shift from timestep and class)
-    transformer = DiTTransformer2DModel(
-        num_attention_heads=2,
-        attention_head_dim=32,
-        in_channels=4,
-        out_channels=4,
-        num_layers=2,
-        sample_size=8,
-        patch_size=2,
-        num_embeds_ada_norm=10,
-    )
+    transformer = DiTTransformer2DModel(num_embeds_ada_norm=10, **_TRANSFORMER)
     args = (_draw(BATCH, 4, 8, 8), torch.tensor([10, 500][:BATCH]), torch.tensor([1, 3][:BATCH]))
     return Architecture("diffusers_dit", "diffusers", ClassDenoise(transformer), args, None, {})
 
@@ -159,16 +162,7 @@ def pixart() -> Architecture:
 
     # (AdaLayerNormSingle: one timestep embedding plus a learned table per block shifts and scales its norms)
     transformer = PixArtTransformer2DModel(
-        num_attention_heads=2,
-        attention_head_dim=32,
-        in_channels=4,
-        out_channels=4,
-        num_layers=2,
-        sample_size=8,
-        patch_size=2,
-        cross_attention_dim=64,
-        caption_channels=32,
-        use_additional_conditions=False,
+        cross_attention_dim=64, caption_channels=32, use_additional_conditions=False, **_TRANSFORMER
     )
     args = (_draw(BATCH, 4, 8, 8), _timesteps(), _draw(BATCH, 8, 32))
     # PixArt ends with hidden_states.squeeze(1) on [N, 16, C], a no-op in torch; the dynamo exporter writes

@@ -22,6 +22,9 @@ SIZES = dict(
     **DECODER,
 )
 
+# The sizes of the decoders whose configs take GPT-2's names.
+GPT2_SIZES = dict(n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=FFN, vocab_size=VOCAB, n_positions=64)
+
 
 def gpt_neox() -> Architecture:
     module = hf(
@@ -115,13 +118,8 @@ def gptj() -> Architecture:
         "GPTJModel",
         "input_ids",
         with_mask=True,
-        n_embd=HIDDEN,
-        n_layer=LAYERS,
-        n_head=HEADS,
-        n_inner=FFN,
         rotary_dim=HIDDEN // HEADS // 2,
-        vocab_size=VOCAB,
-        n_positions=64,
+        **GPT2_SIZES,
         **DECODER,
     )
     return Architecture("hf_gptj", "transformers", module, tokens(), None, {})
@@ -135,104 +133,58 @@ def stablelm() -> Architecture:
     return Architecture("hf_stablelm", "transformers", module, tokens(), None, {})
 
 
+# Grouped-query attention: half as many key and value heads as query heads, each of the usual width.
+GQA = dict(num_key_value_heads=HEADS // 2, head_dim=HIDDEN // HEADS)
+
+
+def _decoder(name: str, family: str, ort_type: str | None, **config) -> Architecture:
+    """transformers' ``{family}Config`` / ``{family}Model`` with the suite's sizes and ``config``;
+    ``ort_type``: ONNX Runtime's model type for it (given the head count), or None."""
+    module = hf(f"{family}Config", f"{family}Model", "input_ids", with_mask=True, **config, **SIZES)
+    return Architecture(name, "transformers", module, tokens(), ort_type, ORT_HEADS if ort_type else {})
+
+
 def qwen3() -> Architecture:
     # (RMS norm on each head's queries and keys, before the rotary embedding)
-    module = hf(
-        "Qwen3Config",
-        "Qwen3Model",
-        "input_ids",
-        with_mask=True,
-        num_key_value_heads=HEADS // 2,
-        head_dim=HIDDEN // HEADS,
-        **SIZES,
-    )
-    return Architecture("hf_qwen3", "transformers", module, tokens(), "t5", ORT_HEADS)
+    return _decoder("hf_qwen3", "Qwen3", "t5", **GQA)
 
 
 def gemma2() -> Architecture:
     # (RMS norms of 1 + weight before and after attention and MLP, GELU-tanh gated MLP, tanh soft-capping)
-    module = hf(
-        "Gemma2Config",
-        "Gemma2Model",
-        "input_ids",
-        with_mask=True,
-        num_key_value_heads=HEADS // 2,
-        head_dim=HIDDEN // HEADS,
-        sliding_window=8,
-        **SIZES,
-    )
-    return Architecture("hf_gemma2", "transformers", module, tokens(), "t5", ORT_HEADS)
+    return _decoder("hf_gemma2", "Gemma2", "t5", sliding_window=8, **GQA)
 
 
 def gemma3_text() -> Architecture:
     # (Gemma2's norms before and after the sublayers, plus RMS norms of 1 + weight on queries and keys)
-    module = hf(
-        "Gemma3TextConfig",
-        "Gemma3TextModel",
-        "input_ids",
-        with_mask=True,
-        num_key_value_heads=HEADS // 2,
-        head_dim=HIDDEN // HEADS,
-        sliding_window=8,
-        **SIZES,
-    )
-    return Architecture("hf_gemma3_text", "transformers", module, tokens(), "t5", ORT_HEADS)
+    return _decoder("hf_gemma3_text", "Gemma3Text", "t5", sliding_window=8, **GQA)
 
 
 def olmo2() -> Architecture:
     # (RMS norms after attention and MLP, none before; RMS norm over the whole query and key projections)
-    module = hf(
-        "Olmo2Config", "Olmo2Model", "input_ids", with_mask=True, num_key_value_heads=HEADS // 2, **SIZES
-    )
-    return Architecture("hf_olmo2", "transformers", module, tokens(), "t5", ORT_HEADS)
+    return _decoder("hf_olmo2", "Olmo2", "t5", num_key_value_heads=HEADS // 2)
 
 
 def cohere() -> Architecture:
     # (LayerNorm without bias, written out in float32; attention and MLP in parallel off one norm)
-    module = hf(
-        "CohereConfig", "CohereModel", "input_ids", with_mask=True, num_key_value_heads=HEADS // 2, **SIZES
-    )
-    return Architecture("hf_cohere", "transformers", module, tokens(), None, {})
+    return _decoder("hf_cohere", "Cohere", None, num_key_value_heads=HEADS // 2)
 
 
 def phi3() -> Architecture:
     # (LLaMA's RMS norms and SiLU-gated MLP, fused QKV and gate-up projections, split in the graph)
-    module = hf(
-        "Phi3Config", "Phi3Model", "input_ids", with_mask=True, num_key_value_heads=HEADS // 2, **SIZES
-    )
-    return Architecture("hf_phi3", "transformers", module, tokens(), "t5", ORT_HEADS)
+    return _decoder("hf_phi3", "Phi3", "t5", num_key_value_heads=HEADS // 2)
 
 
 def starcoder2() -> Architecture:
     # (LayerNorm with bias, GELU-tanh MLP with biases, sliding-window attention)
-    module = hf(
-        "Starcoder2Config",
-        "Starcoder2Model",
-        "input_ids",
-        with_mask=True,
-        num_key_value_heads=HEADS // 2,
-        sliding_window=8,
-        **SIZES,
-    )
-    return Architecture("hf_starcoder2", "transformers", module, tokens(), None, {})
+    return _decoder("hf_starcoder2", "Starcoder2", None, num_key_value_heads=HEADS // 2, sliding_window=8)
 
 
 def gpt_bigcode() -> Architecture:
     # (GPT-2's LayerNorms and GELU-tanh, with multi-query attention: one key and value head)
     module = hf(
-        "GPTBigCodeConfig",
-        "GPTBigCodeModel",
-        "input_ids",
-        with_mask=True,
-        n_embd=HIDDEN,
-        n_layer=LAYERS,
-        n_head=HEADS,
-        n_inner=FFN,
-        vocab_size=VOCAB,
-        n_positions=64,
-        multi_query=True,
+        "GPTBigCodeConfig", "GPTBigCodeModel", "input_ids", with_mask=True, multi_query=True, **GPT2_SIZES,
         **DECODER,
-    )
+    )  # fmt: skip
     return Architecture("hf_gpt_bigcode", "transformers", module, tokens(), "gpt2", ORT_HEADS)
 
 

@@ -71,19 +71,19 @@ def _shape(node, x):
 _EVALUATORS: dict[str, Callable] = {
     Op.IDENTITY: lambda n, x: x,
     Op.RELU: lambda n, x: np.maximum(x, 0),
-    Op.TANH: _wide(lambda n, x: np.tanh(x)),
-    Op.SIGMOID: _wide(lambda n, x: 1 / (1 + np.exp(-x))),
-    Op.EXP: _wide(lambda n, x: np.exp(x)),
+    Op.TANH: lambda n, x: np.tanh(x),
+    Op.SIGMOID: lambda n, x: 1 / (1 + np.exp(-x)),
+    Op.EXP: lambda n, x: np.exp(x),
     Op.NEG: lambda n, x: -x,
     Op.SQRT: lambda n, x: np.sqrt(x),
-    Op.RSQRT: _wide(lambda n, x: 1 / np.sqrt(x)),
+    Op.RSQRT: lambda n, x: 1 / np.sqrt(x),
     Op.RECIPROCAL: lambda n, x: 1 / x,
     Op.ERF: lambda n, x: _erf(x),
     Op.ADD: lambda n, a, b: a + b,
     Op.SUB: lambda n, a, b: a - b,
     Op.MUL: lambda n, a, b: a * b,
     Op.DIV: lambda n, a, b: _div(a, b),
-    Op.POW: _wide(lambda n, a, b: np.power(a, b)),
+    Op.POW: lambda n, a, b: np.power(a, b),
     Op.LESS: lambda n, a, b: np.less(a, b),
     Op.WHERE: lambda n, c, x, y: np.where(c, x, y),
     Op.MATMUL: lambda n, a, b: a @ b,
@@ -104,6 +104,11 @@ _EVALUATORS: dict[str, Callable] = {
     Op.CONSTANT: lambda n: n.attrs["value"].numpy(),
 }
 
+# Ops evaluated here in float64 and rounded once, rather than by a frontend's own evaluator (ONNX's
+# reference, torch), which computes them in the value's type and misses the nearest value by an ulp.
+CORRECTLY_ROUNDED = frozenset({Op.TANH, Op.SIGMOID, Op.EXP, Op.RSQRT, Op.ERF, Op.POW})
+_EVALUATORS.update({op: _wide(_EVALUATORS[op]) for op in CORRECTLY_ROUNDED})
+
 # The form of each op these evaluators understand: the canonical one, with attributes, not tensor inputs.
 _NEEDS_ATTRS = {
     Op.RESHAPE: "shape",
@@ -113,11 +118,6 @@ _NEEDS_ATTRS = {
     Op.UNSQUEEZE: "axes",
 }
 _NEEDS_ATTRS |= {Op.REDUCE_MEAN: "axes", Op.TRANSPOSE: "perm"}
-
-
-# Ops evaluated here in float64 and rounded once, rather than by a frontend's own evaluator (ONNX's
-# reference, torch), which computes them in the value's type and misses the nearest value by an ulp.
-CORRECTLY_ROUNDED = frozenset({Op.TANH, Op.SIGMOID, Op.EXP, Op.RSQRT, Op.ERF, Op.POW})
 
 
 def can_evaluate(node: Node) -> bool:

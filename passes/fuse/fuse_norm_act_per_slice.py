@@ -87,12 +87,17 @@ def check(match):
         return Fail(f"{norm.name!r} has weights of its own before the {'Mul' if has_mul else 'Add'}")
     if has_add and norm.op != Op.LAYER_NORM:
         return Fail(f"{norm.name!r} is an RMS norm; the fused op adds a bias after layer norms only")
+    return _operands(match) or match
+
+
+def _operands(match) -> Fail | None:
+    """Why the fused op cannot read the matched scale or bias, if it cannot."""
     for name, what in (("s", "scale"), ("c", "bias")):
         if name in match.values:
             failure = _operand(match, name, what)
             if failure:
                 return failure
-    return match
+    return None
 
 
 def check_modulation(match):
@@ -114,11 +119,7 @@ def check_fused_modulation(match):
         return Fail(f"{normalized.name!r} is also read elsewhere")
     if fused.attrs["norm"] != "layer":
         return Fail(f"{fused.name!r} is an RMS norm; the fused op adds a bias after layer norms only")
-    for name, what in (("s", "scale"), ("c", "bias")):
-        failure = _operand(match, name, what)
-        if failure:
-            return failure
-    return match
+    return _operands(match) or match
 
 
 def replace_fused_modulation(b, match):
