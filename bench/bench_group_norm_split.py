@@ -53,16 +53,16 @@ def forced(block_n: int, warps: int, chunks: int) -> tuple[Tier, ...]:
     return (Tier(2**62, 1, block_n, warps, looped=True, aligned=True, max_chunks=chunks),)
 
 
-def shape_of(rows: int, group_size: int) -> tuple[tuple[int, ...], int]:
+def shape_of(rows: int, group_size: int, spatial: int = SPATIAL) -> tuple[tuple[int, ...], int]:
     """An [N, C, S] shape of ``rows`` runs of ``group_size`` elements, 32 groups where rows allow."""
     groups = min(rows, 32)
-    spatial = min(SPATIAL, group_size)
+    spatial = min(spatial, group_size)
     return (rows // groups, groups * (group_size // spatial), spatial), groups
 
 
-def time_rows(rows: int, group_size: int, dtype_name: str) -> dict:
+def time_rows(rows: int, group_size: int, dtype_name: str, spatial: int = SPATIAL) -> dict:
     dtype = DTYPES[dtype_name]
-    shape, groups = shape_of(rows, group_size)
+    shape, groups = shape_of(rows, group_size, spatial)
     nbytes = 2 * rows * group_size * torch.finfo(dtype).bits // 8
     sets = [(torch.randn(shape, device="cuda", dtype=dtype),) for _ in range(copies_past_l2(nbytes))]
     scale = torch.randn(shape[1], device="cuda", dtype=dtype)
@@ -123,6 +123,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated: float32,float16")
     parser.add_argument("--rows", default=",".join(map(str, ROWS)), help="comma-separated run counts")
+    parser.add_argument(
+        "--group-sizes", default=",".join(map(str, GROUP_SIZES)), help="comma-separated run lengths"
+    )
+    parser.add_argument(
+        "--spatial", type=int, default=SPATIAL,
+        help="elements per channel (4096: a 64x64 map, where each block lies within one channel)",
+    )  # fmt: skip
+    parser.add_argument("--name", default="", help="the output files' name (default from the dtypes)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench_group_norm_split: needs a CUDA GPU")
@@ -130,16 +138,17 @@ def main() -> None:
         "device": torch.cuda.get_device_name(),
         "date": datetime.date.today().isoformat(),
         "torch": torch.__version__,
+        "command": " ".join(sys.argv),
         "rows": [],
     }
     for dtype_name in args.dtypes.split(","):
         for rows in map(int, args.rows.split(",")):
-            for group_size in GROUP_SIZES:
-                row = time_rows(rows, group_size, dtype_name)
+            for group_size in map(int, args.group_sizes.split(",")):
+                row = time_rows(rows, group_size, dtype_name, args.spatial)
                 print(json.dumps(row), flush=True)
                 result["rows"].append(row)
     args.out.mkdir(parents=True, exist_ok=True)
-    name = f"group_norm_split_{args.dtypes.replace(',', '_')}"
+    name = args.name or f"group_norm_split_{args.dtypes.replace(',', '_')}"
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=2))
     (args.out / f"{name}.md").write_text(markdown(result))
     print(markdown(result))

@@ -2,13 +2,13 @@
 
 Random-init models (4 layers, hidden 768, batch 8 × 128 tokens, LLaMA-style hidden 1024): GPT-2 (dynamo
 and TorchScript ONNX exports), BERT, ViT, LLaMA, T5 encoder, Whisper encoder, a diffusers UNet2D and a
-diffusers VAE (AutoencoderKL, encode then decode; both skipped with the reason where diffusers is
-missing), the seed at N=128 and a per-feature recommendation model,
-in fp32 and fp16, and bf16 in PyTorch only (`--dtypes bf16`: ONNX Runtime's CUDA EP lacks many bf16
-kernels). Rows: ORT CUDA EP
-original / graphopt (with and without a CUDA graph) / ORT's transformer optimizer / both orders; eager
-PyTorch, torch.compile, graphopt through PyTorch. Writes real_models.json, real_models.md and
-real_models.png to --out.
+diffusers VAE (AutoencoderKL, encode then decode), diffusers' DiT and PixArt transformers (adaptive
+layer norms; the diffusers rows are skipped with the reason where diffusers is missing), the seed at
+N=128 and a per-feature recommendation model, in fp32 and fp16, and bf16 in PyTorch only
+(`--dtypes bf16`: ONNX Runtime's CUDA EP lacks many bf16 kernels). Rows: ORT CUDA EP original /
+graphopt (with and without a CUDA graph) / ORT's transformer optimizer / both orders; eager PyTorch,
+torch.compile, graphopt through PyTorch. Writes real_models.json, real_models.md and real_models.png
+to --out.
 
     python3 bench/bench_real_models.py --out OUT [--models gpt2,bert] [--dtypes fp32] [--no-compile]
         [--rounds 9] [--block 10]
@@ -189,6 +189,49 @@ def vae(s):
     return _VAE(autoencoder), (sample,), None
 
 
+def _diffusion_transformer(s) -> dict:
+    """DiT-S/2's width (6 heads of 64) and latent (32x32x4, 2x2 patches: 256 tokens), 4 layers."""
+    heads, head_dim, size = (6, 64, 32) if s is FULL else (2, 32, 8)
+    return dict(
+        num_attention_heads=heads, attention_head_dim=head_dim, in_channels=4, out_channels=4,
+        num_layers=s.layers, sample_size=size, patch_size=2,
+    )  # fmt: skip
+
+
+def _timesteps(s):
+    return torch.randint(0, 1000, (s.batch,), generator=torch.Generator().manual_seed(1))
+
+
+def dit(s):
+    """Class-conditional DiT: every LayerNorm modulated per sample (adaptive layer norm, zero-init)."""
+    from diffusers import DiTTransformer2DModel  # (skipped with the reason where diffusers is missing)
+
+    from bench.coverage.diffusers_models import ClassDenoise
+
+    config = _diffusion_transformer(s)
+    transformer = DiTTransformer2DModel(num_embeds_ada_norm=1000, **config)
+    sample = torch.randn(s.batch, 4, config["sample_size"], config["sample_size"])
+    labels = torch.randint(0, 1000, (s.batch,), generator=torch.Generator().manual_seed(2))
+    return ClassDenoise(transformer), (sample, _timesteps(s), labels), None
+
+
+def pixart(s):
+    """PixArt-alpha's transformer: one timestep embedding modulates every block's norms, cross-attention
+    to text states."""
+    from diffusers import PixArtTransformer2DModel
+
+    from bench.coverage.diffusers_models import TextDenoise
+
+    config = _diffusion_transformer(s)
+    width = config["num_attention_heads"] * config["attention_head_dim"]
+    transformer = PixArtTransformer2DModel(
+        cross_attention_dim=width, caption_channels=2 * width, use_additional_conditions=False, **config
+    )
+    sample = torch.randn(s.batch, 4, config["sample_size"], config["sample_size"])
+    context = torch.randn(s.batch, 32, 2 * width, generator=torch.Generator().manual_seed(3))
+    return TextDenoise(transformer), (sample, _timesteps(s).float(), context), None
+
+
 def seed(s):
     from models.split_stack import SplitStack
 
@@ -222,6 +265,8 @@ MODELS = {
     "whisper_encoder": whisper_encoder,
     "unet2d": unet2d,
     "vae": vae,
+    "dit": dit,
+    "pixart": pixart,
     "seed_n128": seed,
     "per_feature_n128": per_feature_n128,
     "per_feature": per_feature,
@@ -229,6 +274,9 @@ MODELS = {
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # (bf16 is timed in PyTorch only: ONNX Runtime's CUDA EP lacks many bf16 kernels)
 PYTORCH_ONLY = {"bf16"}
+# Models whose ONNX rows come from the TorchScript exporter, and why. PixArt ends with torch's no-op
+# squeeze(1) of a dimension of 32, which the dynamo exporter writes as a Squeeze that ONNX Runtime refuses.
+ONNX_EXPORTER = {"pixart": "torchscript"}
 
 
 def _export(module, args, exporter: str):
@@ -280,7 +328,9 @@ def bench_one(name: str, dtype: str, exporter: str, size: Size, device: str, com
         record["onnx_export_error"] = f"skipped: {dtype} is timed in PyTorch only"
     else:
         try:
-            onnx_model = _export(module, args, exporter)
+            onnx_model = _export(module, args, ONNX_EXPORTER.get(name, exporter))
+            if name in ONNX_EXPORTER:
+                record["onnx_exporter"] = ONNX_EXPORTER[name]
         except Exception as error:
             record["onnx_export_error"] = _line(error)
     # Inputs by the ONNX model's names and by the program's (ONNX Runtime and PyTorch each take theirs).
@@ -369,7 +419,7 @@ def markdown(result) -> str:
             s2f, gpu, error = row["start_to_finish_us"], row["gpu_us"], row["max_abs_error"]
             noise = row.get("noise")
             cells = [
-                record["model"], record["dtype"], record["exporter"], row["variant"],
+                record["model"], record["dtype"], _export_label(record, row["variant"]), row["variant"],
                 f"{s2f:,.1f}" if s2f else _short(row["error"]),
                 f"{100 * noise:.1f}%" if noise is not None else "",
                 f"{gpu:,.1f}" if gpu else "", f"{base / s2f:.2f}×" if base and s2f else "",
@@ -382,6 +432,13 @@ def markdown(result) -> str:
         for optimizer, added in record.get("fusions", {}).items():
             lines.append(f"- {record['model']} {record['dtype']} {record['exporter']}, {optimizer}: {added}")
     return "\n".join(lines) + "\n"
+
+
+def _export_label(record, variant: str) -> str:
+    """The export a row ran: the record's, but for a model whose ONNX rows another exporter wrote."""
+    if "onnx_exporter" in record and "ORT" in variant:
+        return f"{record['onnx_exporter']} (ONNX)"
+    return record["exporter"]
 
 
 def _line(error: Exception) -> str:

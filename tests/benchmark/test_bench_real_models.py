@@ -46,6 +46,18 @@ def test_a_recorded_run_is_drawn_again_from_its_json(tmp_path):
     assert path.with_suffix(".png").stat().st_size > 1000
 
 
+def test_rows_name_the_exporter_that_wrote_their_onnx_model():
+    record = {**_record(), "model": "pixart", "onnx_exporter": "torchscript"}
+
+    table = [line for line in bench_real_models.markdown({"device": "CPU", "date": "-", "records": [record]})
+             .splitlines() if line.startswith("| pixart")]  # fmt: skip
+
+    exports = {line.split(" | ")[3]: line.split(" | ")[2] for line in table}
+    assert exports["ORT CUDA EP"] == "torchscript (ONNX)"
+    assert exports["graphopt → ORT CUDA EP"] == "torchscript (ONNX)"
+    assert exports["eager PyTorch"] == "dynamo"  # (the PyTorch rows run the exported program)
+
+
 def test_bf16_is_timed_in_pytorch_only(tmp_path):
     status = bench_real_models.main(
         ["--out", str(tmp_path), "--device", "cpu", "--tiny", "--models", "seed_n128", "--dtypes", "bf16",
