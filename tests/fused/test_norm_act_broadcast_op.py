@@ -131,6 +131,7 @@ def test_fallback_function_broadcasts_the_same_way(shapes, norm, opset):
         ((4, 3, 40), (4, 1, 40), None),
         ((2, 16, 64), (64,), (1, 16, 64)),
         ((3, 2, 24), (3, 1, 24), (2, 24)),
+        ((2, 5, 24), (24,), (24,)),  # a residual of the normalized shape: one row for all
         ((4, 3, 40), (4, 3, 40), None),  # a scale and bias of X's own shape: one row per row
         # Slices of 8 rows in blocks of 4 (float32's 512-wide tier): every block inside one
         # slice; slices of 6 rows: some blocks inside one slice, some across two; a row longer

@@ -57,7 +57,7 @@ std::string LaunchAffineAct(const AffineActParams& p, void* stream) {
 
 // The same launch for PyTorch's eager calls (graphopt/fused/torch_native): contiguous tensors of one
 // dtype (the DType code), X as [rows, cols], Scale and Bias [channels]. Returns as
-// GraphoptEagerNormAct does (cuda_launch.cc of norm_act).
+// GraphoptEagerNormActRows does (cuda_launch.cc of norm_act).
 extern "C" __attribute__((visibility("default"))) int GraphoptEagerAffineAct(
     const void* x, const void* scale, const void* bias, void* y, int64_t rows, int64_t cols, int64_t channels,
     int32_t per_row, const char* activation, int32_t dtype, void* stream, char* error, size_t error_size) {

@@ -131,7 +131,7 @@ std::string LaunchGroupNormAct(const GroupNormActParams& p, void* stream) {
 // The same launches for PyTorch's eager calls (graphopt/fused/torch_native): contiguous tensors of one
 // dtype (the DType code), X and Residual [batch, channels, spatial...], Scale and Bias [channels].
 // A split launch's scratch memory comes from `allocate(context, bytes)` (null: none could be had).
-// Returns as GraphoptEagerNormAct does (cuda_launch.cc of norm_act).
+// Returns as GraphoptEagerNormActRows does (cuda_launch.cc of norm_act).
 extern "C" __attribute__((visibility("default"))) int GraphoptEagerGroupNormAct(
     const void* x, const void* residual, const void* scale, const void* bias, void* y, void* residual_sum,
     int64_t batch, int64_t channels, int64_t spatial, int64_t groups, float epsilon, const char* activation,

@@ -13,7 +13,8 @@ there are N * groups rows. Two ways to launch them:
   split gives it hundreds to thousands, at the price of a second launch and a second read of X.
 
 A launch splits where a split tier admits (rows, group_size): the split tiers' ``min_cols`` (runs
-long enough to share out) and ``max_rows`` (too few rows to fill the GPU alone) are the rule. Both
+long enough to share out), ``max_rows`` (too few rows to fill the GPU alone) and ``max_cols`` (16-bit
+runs the whole kernel holds in one padded block) are the rule. Both
 split kernels have the same tiers, so the C++ launcher finds the ``apply`` variant of the ``stats``
 tier it picked. This module imports neither torch nor Triton.
 """
@@ -53,15 +54,26 @@ def _whole_tiers(element_bytes: int) -> tuple[Tier, ...]:
 # multiple of 16 and the pointers are aligned; every chunk then starts aligned too.
 _SPLIT_ROWS, _SPLIT_COLS, _MAX_CHUNKS = 255, 8192, 64
 _SPLIT_SHAPES = {4: (4096, 8), 2: (4096, 4)}  # element bytes -> (block_n, num_warps)
+# 16-bit runs of 8192 to 16384 elements split at any row count: the whole kernel holds such a run in one
+# block of 16384 lanes on 16 warps, and on an H200 it took 1.03-2.0x the split's time at 256-2048 rows,
+# channels of 1024 and 4096 elements alike (8x256x32x32 in groups of 32, fp16: 13.3 against 8.8 us;
+# bench/results/2026-11-28-h200c/group_norm_split). Longer 16-bit runs, and fp32 runs, split past 255
+# rows only in part of those shapes (channels of 4096 elements, not of 1024), which the rule does not
+# see: they stay whole there.
+_SPLIT_ANY_ROWS_COLS = {2: 16384}
 
 PARTIAL_FLOATS = 3  # per chunk: its pivot, the mean of its elements minus the pivot, and their M2
 
 
 def _split_tiers(element_bytes: int) -> tuple[Tier, ...]:
     block_n, warps = _SPLIT_SHAPES[element_bytes]
+    bounds = [(2**62, _SPLIT_ROWS)]
+    if element_bytes in _SPLIT_ANY_ROWS_COLS:
+        bounds.insert(0, (_SPLIT_ANY_ROWS_COLS[element_bytes], 2**62))
     return tuple(
-        Tier(2**62, 1, block_n, warps, looped=True, aligned=aligned, min_cols=_SPLIT_COLS,
-             max_rows=_SPLIT_ROWS, max_chunks=_MAX_CHUNKS)
+        Tier(max_cols, 1, block_n, warps, looped=True, aligned=aligned, min_cols=_SPLIT_COLS,
+             max_rows=max_rows, max_chunks=_MAX_CHUNKS)
+        for max_cols, max_rows in bounds
         for aligned in (True, False)
     )  # fmt: skip
 

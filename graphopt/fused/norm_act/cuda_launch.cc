@@ -62,19 +62,24 @@ std::string LaunchNormAct(const NormActParams& p, void* stream) {
 }  // namespace graphopt::cuda
 
 // The same launch for PyTorch's eager calls (graphopt/fused/torch_native: its C++ kernel holds no
-// ONNX Runtime type, so the entry is plain C). Contiguous [rows, cols] tensors of one dtype (the
-// DType code); a scale or bias of one row; a residual of X's shape. Returns kLaunched after launching
-// on `stream`; kDeclined for arguments it does not take (an unknown norm, activation or dtype: the
-// caller's own path then raises the error); kFailed with what failed in `error`. Nothing is launched
-// unless it returns kLaunched.
-extern "C" __attribute__((visibility("default"))) int GraphoptEagerNormAct(
+// ONNX Runtime type, so the entry is plain C). Contiguous tensors of one dtype (the DType code): X
+// [rows, cols]; scale, bias and residual stored [groups, cols] and read by X's row r at row
+// (r / inner) % groups, their (inner, groups) in `operand_rows` in that order (six values:
+// broadcast_rows.h; a norm's scale is (1, 1), a residual of X's shape (1, rows)). Returns kLaunched
+// after launching on `stream`; kDeclined for arguments it does not take (an unknown norm, activation
+// or dtype: the caller's own path then raises the error); kFailed with what failed in `error`. Nothing
+// is launched unless it returns kLaunched.
+extern "C" __attribute__((visibility("default"))) int GraphoptEagerNormActRows(
     const void* x, const void* residual, const void* scale, const void* bias, void* y, void* residual_sum,
-    int64_t rows, int64_t cols, float epsilon, const char* norm, const char* activation, int32_t dtype,
-    void* stream, char* error, size_t error_size) {
+    int64_t rows, int64_t cols, const int64_t* operand_rows, float epsilon, const char* norm,
+    const char* activation, int32_t dtype, void* stream, char* error, size_t error_size) {
   using namespace graphopt;
   NormActParams p;
   p.x = x, p.residual = residual, p.scale = scale, p.bias = bias, p.y = y, p.residual_sum = residual_sum;
   p.rows = rows, p.cols = cols, p.epsilon = epsilon, p.dtype = static_cast<DType>(dtype);
+  p.scale_rows = {operand_rows[0], operand_rows[1]};
+  p.bias_rows = {operand_rows[2], operand_rows[3]};
+  p.residual_rows = {operand_rows[4], operand_rows[5]};
   if (!cuda::ParseSpelling(kNormSpellings, norm, &p.norm) ||
       !cuda::ParseSpelling(kActivationSpellings, activation, &p.activation) || !cuda::KnownDType(dtype)) {
     return cuda::kDeclined;

@@ -27,9 +27,9 @@ _KERNEL = f"{__package__}.triton_kernel"
 
 
 def operand_rows(operand: Tensor | None, x: Tensor, dim: int, full, name: str = "residual"):
-    """(inner, groups) of an operand broadcast over x's rows (``full`` when it has x's shape or
-    the normalized dims'); a bad shape raises, naming why."""
-    if operand is None or tuple(operand.shape) in (tuple(x.shape), tuple(x.shape[dim:])):
+    """(inner, groups) of an operand broadcast over x's rows (``full`` when it has x's shape; one of
+    the normalized dims' shape is one row for all, (1, 1)); a bad shape raises, naming why."""
+    if operand is None or tuple(operand.shape) == tuple(x.shape):
         return full
     rows = row_broadcast(operand.shape, x.shape, dim)
     torch._check(not isinstance(rows, str), lambda: f"{name} {rows}")

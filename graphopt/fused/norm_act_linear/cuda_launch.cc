@@ -76,7 +76,7 @@ std::string LaunchNormActLinear(const NormActLinearParams& p, void* stream) {
 
 // The same launch for PyTorch's eager calls (graphopt/fused/torch_native): contiguous tensors of one
 // dtype (the DType code), X and Residual [rows, cols], Scale and Bias [cols], Weight [out_features,
-// cols], LinearBias [out_features]. Returns as GraphoptEagerNormAct does (cuda_launch.cc of norm_act).
+// cols], LinearBias [out_features]. Returns as GraphoptEagerNormActRows does (cuda_launch.cc of norm_act).
 extern "C" __attribute__((visibility("default"))) int GraphoptEagerNormActLinear(
     const void* x, const void* residual, const void* scale, const void* bias, const void* weight,
     const void* linear_bias, void* y, void* residual_sum, int64_t rows, int64_t cols, int64_t out_features,

@@ -24,6 +24,8 @@ from torch.utils import cpp_extension
 
 HERE = Path(__file__).resolve().parent
 FUSED = HERE.parent
+# Headers the sources include besides PyTorch's (their text is part of the cache key).
+HEADERS = (HERE / "fast_path.h", FUSED.parent / "ort" / "src" / "broadcast_rows.h")
 LIBRARY_NAME = "libgraphopt_torch_native.so"
 
 
@@ -55,7 +57,7 @@ def cache_dir() -> Path:
 
 def key() -> str:
     digest = hashlib.sha256(torch.__version__.encode())
-    for source in [*sources(), HERE / "fast_path.h"]:
+    for source in [*sources(), *HEADERS]:
         digest.update(source.name.encode() + source.read_bytes())
     digest.update(" ".join(command(Path("out"))).encode())
     return digest.hexdigest()[:16]

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "../ort/src/broadcast_rows.h"  // (the rule the ahead-of-time launcher reads operands by)
 #include "torch_native/fast_path.h"
 
 namespace graphopt::torch_native {
@@ -181,6 +182,16 @@ bool SameKind(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shap
 bool SameKindElements(const at::Tensor* t, const at::Tensor& like, int64_t numel) {
   return t == nullptr || (t->scalar_type() == like.scalar_type() && t->device() == like.device() &&
                           t->numel() == numel && t->is_contiguous());
+}
+
+std::optional<RowOperand> ReadRowOperand(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef x,
+                                         int64_t dim) {
+  if (t == nullptr) return RowOperand{};
+  if (t->scalar_type() != like.scalar_type() || t->device() != like.device()) return std::nullopt;
+  RowBroadcast rows;
+  const std::vector<int64_t> shape(t->sizes().begin(), t->sizes().end()), of_x(x.begin(), x.end());
+  if (dim < 0 || !ReadRowBroadcast(shape, of_x, static_cast<size_t>(dim), &rows).empty()) return std::nullopt;
+  return RowOperand{t->contiguous(), {rows.inner, rows.groups}};
 }
 
 bool SameType(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shape) {

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -30,7 +31,7 @@ using GradPath = bool (*)(torch::jit::Stack& stack, size_t arguments);
 
 struct FastPathEntry {
   const char* op;     // the torch op's name in namespace graphopt ("norm_act")
-  const char* entry;  // its C entry's symbol in libgraphopt_ort ("GraphoptEagerNormAct")
+  const char* entry;  // its C entry's symbol in libgraphopt_ort ("GraphoptEagerNormActRows")
   FastPath run;
   GradPath grad = nullptr;  // none: such calls take the Python path
 };
@@ -77,6 +78,18 @@ NormOperands ReadNormOperands(const torch::jit::Stack& stack, size_t arguments, 
 bool SameKind(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shape);
 // The same with `numel` elements, whatever its shape.
 bool SameKindElements(const at::Tensor* t, const at::Tensor& like, int64_t numel);
+// An operand read row by row (graphopt/fused/broadcast_rows.py): its data, contiguous, and the
+// (inner, groups) by which X's row r reads its row (r / inner) % groups.
+struct RowOperand {
+  at::Tensor data;  // undefined for an absent operand
+  std::array<int64_t, 2> rows{1, 1};
+};
+// Operand `t` (nullptr: absent) of `like`'s dtype and device, against X of shape `x` normalized over
+// [dim, rank): its shape must end in the normalized dims and broadcast over one block of X's leading
+// dims, as the Python kernels take it (a strided one is copied contiguous, as they copy it); nullopt
+// for any other.
+std::optional<RowOperand> ReadRowOperand(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef x,
+                                         int64_t dim);
 // A tensor of `like`'s dtype and device with shape `shape`, any strides (nullptr passes): an operand
 // the native ops take as the unfused program passed it.
 bool SameType(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shape);

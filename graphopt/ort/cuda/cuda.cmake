@@ -43,8 +43,12 @@ else()
   set(GRAPHOPT_CUDA_ARCHS "80,86,89,90" CACHE STRING "Compute capabilities of the AOT cubins (PTX is added)")
   set(_graphopt_gen_dir "${CMAKE_BINARY_DIR}/gen")
   set(_graphopt_images "${_graphopt_gen_dir}/kernel_images.cc")
+  # Everything the ahead-of-time build reads: the kernels, their parts and launch rules (the tiers are
+  # the table's data), the specs.
   file(GLOB _graphopt_kernel_sources CONFIGURE_DEPENDS "${_graphopt_repo_root}/graphopt/kernels/*.py"
-       "${_graphopt_repo_root}/graphopt/fused/*/triton_kernel.py" "${_graphopt_repo_root}/graphopt/fused/*/spec.py")
+       "${_graphopt_repo_root}/graphopt/fused/*/*kernel*.py" "${_graphopt_repo_root}/graphopt/fused/*/kernel_parts.py"
+       "${_graphopt_repo_root}/graphopt/fused/*/launch_rule.py" "${_graphopt_repo_root}/graphopt/fused/*/spec.py"
+       "${_graphopt_repo_root}/graphopt/fused/broadcast_rows.py")
   file(GLOB _graphopt_op_launches CONFIGURE_DEPENDS "${_graphopt_repo_root}/graphopt/fused/*/cuda_launch.cc")
   add_custom_command(
     OUTPUT "${_graphopt_images}"

@@ -41,7 +41,7 @@ def small_split(monkeypatch):
         ((2, 320, 64, 64), 32, True),  # SD UNet levels at batch 2: 64 runs of 40960
         ((2, 1280, 16, 16), 32, True),
         ((1, 256, 256, 256), 32, True),  # a VAE decoder: 32 runs of 524288
-        ((8, 128, 32, 32), 32, False),  # 256 runs: enough programs as they are
+        ((8, 128, 32, 32), 32, False),  # 256 runs of 4096: enough programs as they are
         ((8, 320, 64, 64), 32, False),
         ((2, 64, 16, 16), 8, False),  # runs of 2048: one block each
         ((2, 32, 16, 16), 32, False),
@@ -51,6 +51,22 @@ def test_the_rule_splits_few_long_runs(shape, groups, split):
     rows, group_size = shape[0] * groups, shape[1] // groups * int(np.prod(shape[2:]))
     for dtype in ("float32", "float16", "bfloat16"):
         assert (launch_rule.split_launch(rows, group_size, dtype, group_size % 16 == 0) is not None) == split
+
+
+@pytest.mark.parametrize(
+    ("shape", "groups", "split_16_bit"),
+    [
+        ((8, 256, 32, 32), 32, True),  # 256 runs of 8192: one padded 16384-lane block each, whole
+        ((16, 128, 64, 64), 32, True),  # 512 runs of 16384
+        ((64, 64, 32, 32), 32, False),  # runs of 2048: one block each
+        ((8, 320, 64, 64), 32, False),  # runs of 40960: the split pays only on long channels
+    ],
+)
+def test_16_bit_runs_of_one_to_two_blocks_split_at_any_row_count(shape, groups, split_16_bit):
+    rows, group_size = shape[0] * groups, shape[1] // groups * int(np.prod(shape[2:]))
+    for dtype in ("float16", "bfloat16"):
+        assert (launch_rule.split_launch(rows, group_size, dtype, True) is not None) == split_16_bit
+    assert launch_rule.split_launch(rows, group_size, "float32", True) is None  # (fp32: whole is faster)
 
 
 @pytest.mark.parametrize("group_size", [8192, 8193, 10240, 40960, 65535, 262144, 262145, 524288, 1 << 24])
