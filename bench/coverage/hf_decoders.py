@@ -188,6 +188,62 @@ def gpt_bigcode() -> Architecture:
     return Architecture("hf_gpt_bigcode", "transformers", module, tokens(), "gpt2", ORT_HEADS)
 
 
+def mixtral() -> Architecture:
+    # (sparse mixture of experts: a softmax router picks 2 of 4 SiLU-gated experts per token; RMS norms)
+    return _decoder("hf_mixtral", "Mixtral", "t5", num_local_experts=4, num_experts_per_tok=2, **GQA)
+
+
+def mixtral_batched_mm() -> Architecture:
+    # (Mixtral with transformers' "batched_mm" experts: each token's chosen experts' weights gathered and
+    # applied in batched matmuls; the default, "grouped_mm", is torch._grouped_mm after a histc of the
+    # routing, which neither ONNX exporter can write)
+    return _decoder(
+        "hf_mixtral_batched_mm", "Mixtral", "t5", num_local_experts=4, num_experts_per_tok=2,
+        experts_implementation="batched_mm", **GQA,
+    )  # fmt: skip
+
+
+def olmoe() -> Architecture:
+    # (OLMo's RMS-normed queries and keys, and a top-2 of 4 experts MLP without renormalized routing
+    # weights; transformers' "eager" experts: a loop over the experts that the routing hit, each taking
+    # its tokens by nonzero)
+    return _decoder(
+        "hf_olmoe", "Olmoe", "t5", num_experts=4, num_experts_per_tok=2, experts_implementation="eager", **GQA
+    )
+
+
+def granite() -> Architecture:
+    # (LLaMA's layers with scalar multipliers: on the embeddings, on each residual branch, on attention
+    # scores)
+    return _decoder(
+        "hf_granite", "Granite", "t5", embedding_multiplier=2.0, residual_multiplier=0.5,
+        attention_multiplier=0.25, **GQA,
+    )  # fmt: skip
+
+
+def persimmon() -> Architecture:
+    # (LayerNorms with bias, LayerNorms on each head's queries and keys, partial rotary, squared-ReLU MLP)
+    return _decoder("hf_persimmon", "Persimmon", None, partial_rotary_factor=0.5, qk_layernorm=True)
+
+
+def mamba() -> Architecture:
+    # (no attention: RMS norm, a causal depthwise conv1d with SiLU and a selective scan, unrolled over the
+    # sequence by the slow path transformers takes without its CUDA kernels)
+    module = hf(
+        "MambaConfig",
+        "MambaModel",
+        "input_ids",
+        hidden_size=HIDDEN,
+        state_size=8,
+        num_hidden_layers=LAYERS,
+        expand=2,
+        conv_kernel=4,
+        vocab_size=VOCAB,
+        **DECODER,
+    )
+    return Architecture("hf_mamba", "transformers", module, tokens(), None, {})
+
+
 BUILDERS = {
     "hf_gpt_neox": gpt_neox,
     "hf_opt": opt,
@@ -205,4 +261,10 @@ BUILDERS = {
     "hf_phi3": phi3,
     "hf_starcoder2": starcoder2,
     "hf_gpt_bigcode": gpt_bigcode,
+    "hf_mixtral": mixtral,
+    "hf_mixtral_batched_mm": mixtral_batched_mm,
+    "hf_olmoe": olmoe,
+    "hf_granite": granite,
+    "hf_persimmon": persimmon,
+    "hf_mamba": mamba,
 }

@@ -12,6 +12,7 @@ from .building import (
     HEADS,
     HIDDEN,
     LAYERS,
+    SEQ,
     VOCAB,
     Architecture,
     LastHiddenState,
@@ -176,6 +177,83 @@ def modernbert() -> Architecture:
     return Architecture("hf_modernbert", "transformers", module, tokens(), "bert", ORT_HEADS)
 
 
+class DecoderHiddenState(torch.nn.Module):
+    """An encoder-decoder called as in teacher-forced decoding: source tokens and decoder tokens in, the
+    decoder's last hidden state out (its layers attend to their own tokens causally and to the encoder's
+    output)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, decoder_input_ids=decoder_input_ids).last_hidden_state
+
+
+def _seq2seq_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(1)
+    return (tokens()[0], torch.randint(0, VOCAB, (BATCH, SEQ // 2), generator=generator))
+
+
+def t5() -> Architecture:
+    # (T5 encoder and decoder: RMS norms, relative position buckets, the decoder's causal self-attention
+    # and cross-attention to the encoder's output)
+    model = hf_model(
+        "T5Config",
+        "T5Model",
+        d_model=HIDDEN,
+        d_ff=FFN,
+        d_kv=HIDDEN // HEADS,
+        num_layers=LAYERS,
+        num_decoder_layers=LAYERS,
+        num_heads=HEADS,
+        vocab_size=VOCAB,
+        use_cache=False,
+        decoder_start_token_id=0,
+    )
+    module = DecoderHiddenState(model)
+    return Architecture("hf_t5", "transformers", module, _seq2seq_inputs(), "t5", ORT_HEADS)
+
+
+def bart() -> Architecture:
+    # (BART encoder and decoder: post-norm layers, learned positions, cross-attention in the decoder)
+    model = hf_model(
+        "BartConfig",
+        "BartModel",
+        d_model=HIDDEN,
+        encoder_layers=LAYERS,
+        decoder_layers=LAYERS,
+        encoder_attention_heads=HEADS,
+        decoder_attention_heads=HEADS,
+        encoder_ffn_dim=FFN,
+        decoder_ffn_dim=FFN,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
+    module = DecoderHiddenState(model)
+    return Architecture("hf_bart", "transformers", module, _seq2seq_inputs(), "bart", ORT_HEADS)
+
+
+def clip_text() -> Architecture:
+    # (CLIP's text tower: pre-norm layers with quick-GELU, causal attention, a final LayerNorm)
+    module = hf(
+        "CLIPTextConfig",
+        "CLIPTextModel",
+        "input_ids",
+        hidden_size=HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        intermediate_size=FFN,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    )
+    return Architecture("hf_clip_text", "transformers", module, tokens(), "clip", ORT_HEADS)
+
+
 BUILDERS = {
     "hf_distilbert": distilbert,
     "hf_roberta": roberta,
@@ -188,4 +266,7 @@ BUILDERS = {
     "hf_mbart_encoder": mbart_encoder,
     "hf_whisper_encoder": whisper_encoder,
     "hf_modernbert": modernbert,
+    "hf_t5": t5,
+    "hf_bart": bart,
+    "hf_clip_text": clip_text,
 }

@@ -65,9 +65,19 @@ def hubert() -> Architecture:
     return Architecture("hf_hubert", "transformers", module, waves(), None, {})
 
 
+def data2vec_audio() -> Architecture:
+    # (wav2vec2's layer-norm feature extractor, a stack of conv position embeddings with LayerNorm, post-norm)
+    module = hf(
+        "Data2VecAudioConfig", "Data2VecAudioModel", "input_values", num_conv_pos_embeddings=4,
+        **{k: v for k, v in SPEECH.items() if k != "num_conv_pos_embeddings"},
+    )  # fmt: skip
+    return Architecture("hf_data2vec_audio", "transformers", module, waves(), None, {})
+
+
 BUILDERS = {
     "hf_wav2vec2": wav2vec2,
     "hf_wav2vec2_stable": wav2vec2_stable,
     "hf_wavlm": wavlm,
     "hf_hubert": hubert,
+    "hf_data2vec_audio": data2vec_audio,
 }

@@ -6,7 +6,10 @@ layer norms; the others have no model type there."""
 
 from __future__ import annotations
 
-from .building import FFN, HEADS, HIDDEN, LAYERS, Architecture, hf, images
+import torch
+from torch import nn
+
+from .building import BATCH, FFN, HEADS, HIDDEN, LAYERS, Architecture, hf, hf_model, images
 
 ORT_HEADS = {"num_heads": HEADS}
 VIT_SIZES = dict(
@@ -210,6 +213,46 @@ def mobilenet_v2() -> Architecture:
     return Architecture("hf_mobilenet_v2", "transformers", module, images(), None, {})
 
 
+def siglip_vision() -> Architecture:
+    # (CLIP-like encoder with tanh-GELU, no class token, an attention-pooling head beside the last state)
+    module = hf("SiglipVisionConfig", "SiglipVisionModel", "pixel_values", **VIT_SIZES)
+    return Architecture("hf_siglip_vision", "transformers", module, images(), "vit", ORT_HEADS)
+
+
+def swinv2() -> Architecture:
+    # (post-norm residual blocks, cosine attention with a learned logit scale, a continuous position bias MLP)
+    module = hf(
+        "Swinv2Config",
+        "Swinv2Model",
+        "pixel_values",
+        image_size=32,
+        patch_size=4,
+        embed_dim=32,
+        depths=[2, 2],
+        num_heads=[2, 4],
+        window_size=4,
+    )
+    return Architecture("hf_swinv2", "transformers", module, images(), "swin", {"num_heads": 0})
+
+
+class MaskedEncoder(nn.Module):
+    """ViTMAE's encoder with the random masking's noise as an input (argsorted: which patches it keeps)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return self.model(pixel_values=pixel_values, noise=noise).last_hidden_state
+
+
+def vit_mae() -> Architecture:
+    # (ViT's encoder on the quarter of the patches the noise keeps, gathered by argsort)
+    module = MaskedEncoder(hf_model("ViTMAEConfig", "ViTMAEModel", mask_ratio=0.75, **VIT_SIZES))
+    noise = torch.rand(BATCH, 16, generator=torch.Generator().manual_seed(1))
+    return Architecture("hf_vit_mae", "transformers", module, (*images(), noise), "vit", ORT_HEADS)
+
+
 BUILDERS = {
     "hf_clip_vision": clip_vision,
     "hf_deit": deit,
@@ -227,4 +270,7 @@ BUILDERS = {
     "hf_pvt_v2": pvt_v2,
     "hf_focalnet": focalnet,
     "hf_mobilenet_v2": mobilenet_v2,
+    "hf_siglip_vision": siglip_vision,
+    "hf_swinv2": swinv2,
+    "hf_vit_mae": vit_mae,
 }

@@ -80,7 +80,16 @@ def graphopt_norms(ops_after: dict[str, int], optimized_graph, rule_counts: dict
 
     norms = sum(ops_after.get(op, 0) for op in (Op.LAYER_NORM, Op.RMS_NORM, Op.NORM_ACT, Op.NORM_ACT_LINEAR))
     norms += sum(rule_counts.get(f"restore[{op}]", 0) for op in (Op.LAYER_NORM, Op.RMS_NORM))
-    skip = sum(1 for node in optimized_graph if node.op == Op.NORM_ACT and node.input(3) is not None)
+    # (the residual: NormAct's input 3; NormActLinear's input 5, when a norm with its residual add was
+    # fused further with the linear layer after it)
+    residual = {Op.NORM_ACT: 3, Op.NORM_ACT_LINEAR: 5}
+    skip = sum(
+        1
+        for node in optimized_graph
+        if node.op in residual
+        and len(node.inputs) > residual[node.op]
+        and node.input(residual[node.op]) is not None
+    )
     groups = ops_after.get(Op.GROUP_NORM_ACT, 0) + ops_after.get(Op.GROUP_NORM, 0)
     groups += rule_counts.get(f"restore[{Op.GROUP_NORM}]", 0)
     group_skip = sum(1 for n in optimized_graph if n.op == Op.GROUP_NORM_ACT and n.input(3) is not None)

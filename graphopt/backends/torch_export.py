@@ -57,10 +57,13 @@ def to_exported_program(graph: Graph) -> torch.export.ExportedProgram:
     return optimized
 
 
-def save_pt2(program: torch.export.ExportedProgram, path: str | os.PathLike) -> Path:
-    """Writes the program with torch.export.save, atomically (temporary file, then rename)."""
+def save_pt2(
+    program: torch.export.ExportedProgram, path: str | os.PathLike, extra_files: dict[str, str] | None = None
+) -> Path:
+    """Writes the program with torch.export.save, atomically (temporary file, then rename), with the
+    input archive's extra files."""
     with atomic_target(path) as temp, open(temp, "wb") as stream:
-        torch.export.save(program, stream)
+        torch.export.save(program, stream, extra_files=extra_files)
     return Path(path)
 
 

@@ -99,7 +99,25 @@ def write(model: Any, path: str | os.PathLike, source: Source) -> Path:
             return save_onnx(model, path, source_dir=base)
         from ..backends.torch_export import save_pt2
 
-        return save_pt2(model, path)
+        extra = _pt2_extra_files(source.path) if source.path is not None else None
+        return save_pt2(model, path, extra_files=extra)
+
+
+def _pt2_extra_files(path: Path) -> dict[str, str] | None:
+    """The extra files (``torch.export.save(..., extra_files=...)``: text under ``<archive>/extra/``) of the
+    .pt2 archive at ``path``, to be written into the optimized archive as well; None if it has none."""
+    if not _is_torch_archive(path):
+        return None
+    found = {}
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            parts = info.filename.split("/", 2)
+            if len(parts) == 3 and parts[1] == "extra" and parts[2] and not info.is_dir():
+                try:  # (torch.export.save writes them as text, and torch.export.load reads them so)
+                    found[parts[2]] = archive.read(info).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise BadInput(f"{path}: extra file {parts[2]!r} is not UTF-8 text") from None
+    return found or None
 
 
 def data_file(output: str | os.PathLike) -> Path:

@@ -98,7 +98,8 @@ def from_onnx(
     outputs = [list(node.output) for node in protos]
     declared = {info.name for info in (*onnx_graph.value_info, *onnx_graph.output)}
     const = _constants_in(scope)
-    for index in _topological(protos, inputs, outputs, captured, set(scope), where):
+    order = _topological(protos, inputs, outputs, captured, set(scope), where)
+    for index in order:
         proto = protos[index]
         names = (inputs[index], outputs[index], captured[index])
         _add_node(graph, proto, names, scope, const, types, opset, declared, base)
@@ -110,8 +111,13 @@ def from_onnx(
     graph.set_outputs([scope[o.name] for o in onnx_graph.output])
     # (after our own structural checks, which name what is wrong more precisely)
     runtime_only = runtime_only_nodes(model)
-    with unchecked(model, runtime_only):
-        _validate(model, where, path, graph.meta.pop("external_constants", False), bool(runtime_only))
+    # (ONNX asks for nodes in topological order, runtimes do not: ONNX Runtime's own float16 converter
+    # appends its input Casts last. The checker sees a copy in the order the graph was read in.)
+    unsorted = order != list(range(len(protos)))
+    checked = _sorted_copy(model, order) if unsorted else model
+    external = graph.meta.pop("external_constants", False)
+    with unchecked(checked, runtime_only_nodes(checked) if unsorted else runtime_only):
+        _validate(checked, where, path, external, edited=bool(runtime_only) or unsorted)
     if runtime_only:
         names = ", ".join(sorted({n.op_type for n in runtime_only}))
         note = (
@@ -231,6 +237,19 @@ def _contradicts(inferred, declared) -> bool:
     return any(
         isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(inferred, declared, strict=True)
     )
+
+
+def _sorted_copy(model: onnx.ModelProto, order: list[int]) -> onnx.ModelProto:
+    """A copy of ``model`` whose top-level nodes are in ``order``."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    nodes = [copy.graph.node[i] for i in order]
+    sorted_nodes = [onnx.NodeProto() for _ in nodes]
+    for target, node in zip(sorted_nodes, nodes, strict=True):
+        target.CopyFrom(node)
+    del copy.graph.node[:]
+    copy.graph.node.extend(sorted_nodes)
+    return copy
 
 
 def _validate(

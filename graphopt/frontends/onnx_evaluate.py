@@ -18,11 +18,15 @@ _NONDETERMINISTIC = {
     "RandomUniform",
 }
 _NONDETERMINISTIC |= {"RandomUniformLike"}
+# Quantization ops stay as written: a DequantizeLinear of a quantized weight is half of a QDQ node unit
+# that runtimes (ONNX Runtime, TensorRT, QNN) turn into one integer kernel (QLinearMatMul, QLinearConv);
+# folded, the weight is stored in float (4x the bytes) and the runtime runs the float op instead.
+_QUANTIZATION = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear"}
 
 
 def evaluate_onnx_node(node: Node, arrays: list[np.ndarray | None]) -> list[np.ndarray] | None:
     proto: onnx.NodeProto = node.source
-    if proto.op_type in _NONDETERMINISTIC or proto.domain not in ("", "ai.onnx"):
+    if proto.op_type in _NONDETERMINISTIC | _QUANTIZATION or proto.domain not in ("", "ai.onnx"):
         return None
     if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in proto.attribute):
         return None

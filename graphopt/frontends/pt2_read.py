@@ -101,6 +101,16 @@ def _check_archive(path: Path, checked: Path) -> bool:
             check_size_expressions(path, parsed)
             for name, data in documents.items():
                 check_program_code(path, name, data, parsed[name])
+            programs = sorted({_program_name(n) for n in models})
+            if not legacy and programs != ["model"]:
+                # (after the checks of what each entry holds; torch.export.load returns the program
+                # named "model" alone: the others would be lost)
+                listed = ", ".join(repr(p) for p in programs[:5]) + (" ..." if len(programs) > 5 else "")
+                raise BadInput(
+                    f"{path} holds {len(programs)} exported programs ({listed}); graphopt optimizes an "
+                    f"archive of one program named 'model', as torch.export.save writes it: save each "
+                    f"program to its own archive"
+                )
             return any(marker in documents[n] for n in models for marker in FUSED_MARKERS)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as error:
         # (NotImplementedError: a damaged header names a compression method zipfile does not have)
@@ -111,6 +121,12 @@ def _is_program(name: str) -> bool:
     """Whether torch.export.load reads the entry ``name`` as a serialized program: any entry of the
     models/ folder below the archive's root (names compared without case, as torch's reader does)."""
     return name.lower().split("/", 1)[-1].startswith("models/")
+
+
+def _program_name(name: str) -> str:
+    """The program a models/ entry belongs to: ``models/NAME.json`` (its weights live elsewhere)."""
+    stem = name.split("/", 1)[-1][len("models/") :]
+    return stem.split("/", 1)[0].rsplit(".", 1)[0] if stem else ""
 
 
 def _check_unique_names(path: Path, names: list[str]) -> None:

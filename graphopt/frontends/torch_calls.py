@@ -47,7 +47,9 @@ def read_call(graph: Graph, env: Env, node: fx.Node, target: Any = None) -> None
     if target is not node.target:  # (an in-place call read as its functional form)
         group.calls[0] = InPlaceCall(group.calls[0], node.target, group.members[0])
     mutates = _mutates(target)
-    side_effects = not node.users or mutates
+    # (a call nothing reads stays only for its effect: an assertion, a write, a draw of random numbers;
+    # a pure call nothing reads is dead code, which torch.export leaves in its graphs)
+    side_effects = mutates or (not node.users and node.is_impure())
     aliases = _returns_alias(target)
     for member in group.members:
         member.source = group

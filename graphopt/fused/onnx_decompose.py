@@ -24,6 +24,7 @@ CAST_LIKE_OPSET = 15  # before it, the cast back to X's type must name the type:
 LAYER_NORM_OPSET = 17
 REDUCE_AXES_INPUT_OPSET = 18  # ReduceMean's axes moved from an attribute to an input
 RMS_NORM_OPSET = 23
+GELU_OPSET = 20  # ONNX Gelu (approximate "none" or "tanh")
 
 
 @dataclass(frozen=True)
@@ -141,10 +142,14 @@ def activate(body: Body, kind: Activation, z: str) -> str:
         return body.op("Sigmoid", z)
     if kind is Activation.SILU:
         return body.op("Mul", z, body.op("Sigmoid", z))
-    half_z = body.op("Mul", z, body.const(0.5))
+    if kind in (Activation.GELU, Activation.GELU_TANH) and body.variant.opset >= GELU_OPSET:
+        return body.op("Gelu", z, approximate="none" if kind is Activation.GELU else "tanh")
     if kind is Activation.GELU:
-        erf = body.op("Erf", body.op("Mul", z, body.const(1.0 / math.sqrt(2.0))))
-        return body.op("Mul", half_z, body.op("Add", erf, body.const(1.0)))
+        # (spelled as exporters write it, x * (1 + erf(x / sqrt 2)) * 0.5: ONNX Runtime fuses this form
+        # into its Gelu kernel where no graphopt library runs the fused op, and not x * 0.5 * (...))
+        erf = body.op("Erf", body.op("Div", z, body.const(math.sqrt(2.0))))
+        return body.op("Mul", body.op("Mul", z, body.op("Add", erf, body.const(1.0))), body.const(0.5))
+    half_z = body.op("Mul", z, body.const(0.5))
     if kind is Activation.GELU_TANH:
         cube = body.op("Mul", z, body.op("Mul", z, z))
         inner = body.op("Add", z, body.op("Mul", cube, body.const(0.044715)))

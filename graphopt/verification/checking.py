@@ -118,7 +118,7 @@ class Reference:
                 f"{source.label}: {runtime} cannot run the model for the numeric check "
                 f"({_first_line(error)}); use --no-verify to skip the check"
             ) from None
-        tolerances = resolve_tolerances(tolerances)
+        tolerances = _computed_precision(source.graph, tolerances)
         return cls(
             source.frontend, list(draws), names, outputs, base, tolerances, source.original,
             nodes=max(len(source.graph), 1),
@@ -230,6 +230,46 @@ class Reference:
 
     def describe_inputs(self) -> dict[str, Any]:
         return {name: {"dtype": str(a.dtype), "shape": list(a.shape)} for name, a in self.feeds.items()}
+
+
+def _computed_precision(graph: Graph, given) -> dict[DType, Tolerance]:
+    """The tolerances; where every wider float output of the model is computed through 16-bit floats
+    (an fp16 model converted with its inputs and outputs kept in float32: Casts at the boundaries), the
+    wider dtypes get the 16-bit dtype's tolerance: those outputs carry 16-bit rounding, and float32's
+    tolerance would refuse any rewrite that rounds differently inside. A model with any wider output
+    computed in wide floats alone keeps the wide tolerances, and so does a dtype the caller gave one for."""
+    resolved = resolve_tolerances(given)
+    wide = [v for v in graph.outputs if v.dtype in (DType.FLOAT32, DType.FLOAT64)]
+    narrow = [_rounded_to_16_bits(v) for v in wide]
+    if not wide or not all(narrow):
+        return resolved
+    explicit = {dtype for dtype in resolved if given and any(_same_dtype(key, dtype) for key in given)}
+    loosest = Tolerance(max(resolved[d].rtol for d in narrow), max(resolved[d].atol for d in narrow))
+    for dtype in (DType.FLOAT32, DType.FLOAT64):
+        if dtype not in explicit:
+            t = resolved[dtype]
+            resolved[dtype] = Tolerance(max(t.rtol, loosest.rtol), max(t.atol, loosest.atol))
+    return resolved
+
+
+def _rounded_to_16_bits(value) -> DType | None:
+    """The 16-bit float dtype that some value computed on the way to ``value`` is rounded to (the
+    loosest, bfloat16, where both are), or None: constants and inputs are not computed."""
+    found, seen, stack = None, set(), [value]
+    while stack:
+        v = stack.pop()
+        node = v.producer
+        if id(v) in seen or node is None or node.op == "constant" or v.const is not None:
+            continue
+        seen.add(id(v))
+        if v.dtype in (DType.FLOAT16, DType.BFLOAT16):
+            found = DType.BFLOAT16 if DType.BFLOAT16 in (found, v.dtype) else v.dtype
+        stack.extend(i for i in node.inputs if i is not None)
+    return found
+
+
+def _same_dtype(key, dtype: DType) -> bool:
+    return resolve_tolerances({key: (0.0, 0.0)})[dtype] == Tolerance(0.0, 0.0)
 
 
 def _first_line(error: BaseException) -> str:

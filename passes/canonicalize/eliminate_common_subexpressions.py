@@ -4,6 +4,9 @@ with the same attributes become one.
 Python code often repeats itself (``(x - mean) ** 2`` and ``(x - mean) / std`` compute ``x - mean``
 twice) and torch.export keeps every repetition; the ONNX exporters merge them. Merging here lets the
 norm and activation patterns, which expect one ``x - mean`` read twice, match both.
+
+Not a node that reads memory an in-place op writes (a torch program's ``mask[2:] = 2.0``): two reads of
+that value on either side of the write see different contents, though they read one IR value.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ def run(graph: Graph) -> RewriteStats:
     """
     graph.sort()  # (a no-op in the pipeline, which sorts after every pass)
     stats = RewriteStats()
+    mutable = _written_in_place(graph)
     seen: dict[tuple, Node] = {}
     unkeyed: dict[Value, Node] = {}  # anchor -> the one node so far with it, not keyed yet
     keyed: set[Value] = set()  # anchors whose nodes are all in ``seen``
@@ -55,6 +59,8 @@ def run(graph: Graph) -> RewriteStats:
     for node in graph:
         if not is_canonical(node.op) or node.meta.get("side_effects") or not node.outputs:
             continue
+        if mutable and any(v in mutable for v in node.inputs):
+            continue  # (what it reads depends on where it runs between the writes)
         anchor = _anchor(node)
         if anchor is not None and anchor not in keyed:
             earlier = unkeyed.pop(anchor, None)
@@ -75,6 +81,35 @@ def run(graph: Graph) -> RewriteStats:
 
 def _is_constant(value: Value) -> bool:
     return value.const is not None or (value.producer is not None and value.producer.op == "constant")
+
+
+def _written_in_place(graph: Graph) -> set[Value]:
+    """The values whose memory an in-place op writes: the tensor each mutating node writes, the views
+    it was taken through, and every view of those, down from the tensor that owns the memory."""
+    aliasing = [n for n in graph if n.meta.get("mutates")]
+    if not aliasing:
+        return set()
+
+    def aliases(node: Node) -> bool:
+        return bool(node.meta.get("aliases_input") or node.meta.get("mutates"))
+
+    roots = []
+    for node in aliasing:
+        value = node.input(0)
+        while value is not None and value.producer is not None and aliases(value.producer):
+            value = value.producer.input(0)
+        roots.append(value)
+    written: set[Value] = set()
+    stack = [v for v in roots if v is not None]
+    while stack:
+        value = stack.pop()
+        if value in written:
+            continue
+        written.add(value)
+        for use in value.uses:
+            if use.index == 0 and aliases(use.node):
+                stack.extend(use.node.outputs)
+    return written
 
 
 def _anchor(node: Node) -> Value | None:

@@ -25,8 +25,9 @@ from .fold_shape_inputs import PASS as FOLD_SHAPE_INPUTS
 
 log = logging.getLogger(__name__)
 
-# A folded result may be larger than its inputs (Expand, ConstantOfShape, Tile); past this it stays
-# computed at run time, so optimized models do not grow.
+# A folded result may be larger than its inputs (Expand, ConstantOfShape, Tile, a Cast of float16
+# weights to float32); the bytes folding adds over the whole graph stay under this, so optimized models
+# do not grow (a limit per node let every one of many small weights' Casts double them).
 GROWTH_LIMIT = 1 << 20
 # (a bound on the rounds; each folds at least one node, so it only cuts off very long shape chains)
 MAX_ROUNDS = 32
@@ -34,9 +35,10 @@ MAX_ROUNDS = 32
 
 def run(graph: Graph) -> RewriteStats:
     stats = RewriteStats()
+    budget = [GROWTH_LIMIT]  # (bytes that folding may still add, over all rounds)
     for _ in range(MAX_ROUNDS):
         folded = stats.counts["fold_constant"]
-        _fold(graph, stats)
+        _fold(graph, stats, budget)
         if stats.counts["fold_constant"] == folded or not may_rewrite():
             break
         graph.remove_dead(keep_constants=True)
@@ -49,7 +51,7 @@ def run(graph: Graph) -> RewriteStats:
     return stats
 
 
-def _fold(graph: Graph, stats: RewriteStats) -> None:
+def _fold(graph: Graph, stats: RewriteStats, budget: list[int]) -> None:
     """One sweep over the graph, folding every node whose inputs are constants by now."""
     evaluate_opaque = graph.meta.get("evaluate")
     written = _written_in_place(graph)
@@ -65,7 +67,7 @@ def _fold(graph: Graph, stats: RewriteStats) -> None:
         sizes = [_bytes(v) for v in node.outputs]
         out_bytes = None if None in sizes else sum(sizes)  # an output of unknown size stays computed
         in_bytes = sum(constant_of(v).nbytes for v in inputs if constant_of(v) is not None)
-        if out_bytes is None or out_bytes > max(in_bytes, GROWTH_LIMIT):
+        if out_bytes is None or out_bytes - in_bytes > budget[0]:
             continue
         if not may_rewrite():
             break
@@ -91,6 +93,7 @@ def _fold(graph: Graph, stats: RewriteStats) -> None:
                 # (a shape is computed from no tensor's values)
                 record_origins(constant, () if node.op == Op.SHAPE else inputs)
                 graph.replace_all_uses(value, constant)
+        budget[0] -= max(out_bytes - in_bytes, 0)
         count_rewrite("fold_constant", node.name)
         stats.counts["fold_constant"] += 1
 

@@ -174,3 +174,25 @@ def test_an_optimized_program_reads_back_as_fused_canonical_ops():
     counts = op_counts(from_exported_program(optimized))
     assert all(":" not in op for op in counts)
     assert Op.NORM_ACT_LINEAR in counts or Op.NORM_ACT in counts
+
+
+class UnreadHead(nn.Module):
+    """A pooling head computed and not returned (SigLIP's vision model beside its last hidden state):
+    torch.export keeps such calls in its graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.a(x)
+        self.b(h).softmax(-1).mean(1)
+        return h
+
+
+def test_pure_calls_nothing_reads_are_removed():
+    program = _export(UnreadHead().eval(), torch.randn(2, 4, 8))
+    optimized, report = graphopt.optimize(program)
+    assert report.verification["ok"]
+    targets = [str(n.target) for n in optimized.graph.nodes if n.op == "call_function"]
+    assert targets == ["aten.linear.default"], targets

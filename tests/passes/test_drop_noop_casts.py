@@ -74,3 +74,42 @@ def test_graph_output_copied_from_an_input_stays():
     optimized, report = graphopt.optimize(model)
     assert op_types(optimized) == ["Cast"]
     assert any("is a graph output copied from 'x'" in r for r in near_misses(report, "drop_noop_cast"))
+
+
+class ContiguousBeforeNorm(torch.nn.Module):
+    """SD3's patch embedding: the position embedding added to a transposed conv output, then
+    ``.contiguous()`` (a layout conversion, the same values) between that residual add and the norm."""
+
+    def __init__(self, d=8):
+        super().__init__()
+        self.pos = torch.nn.Parameter(torch.randn(1, 16, d))
+        self.norm = torch.nn.LayerNorm(d)
+
+    def forward(self, x):
+        h = (x.transpose(1, 2) + self.pos).contiguous()
+        return h + torch.tanh(self.norm(h))
+
+
+class ContiguousBeforeView(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x.transpose(1, 2).contiguous().view(x.shape[0], -1))
+
+
+def test_contiguous_goes_and_the_residual_add_fuses_into_the_norm():
+    program = torch.export.export(ContiguousBeforeNorm().eval(), (torch.randn(2, 8, 16),))
+    optimized, report = graphopt.optimize(program)
+    assert report.verification["ok"], report.verification["summary"]
+    assert report.rule_counts.get("drop_contiguous") == 1
+    assert report.rule_counts.get("fuse_add_norm_act") == 1, report.rule_counts
+    targets = {str(n.target) for n in optimized.graph.nodes if n.op == "call_function"}
+    assert "aten.contiguous.default" not in targets
+
+
+def test_contiguous_before_a_view_stays():
+    module = ContiguousBeforeView()
+    program = torch.export.export(module, (torch.randn(2, 8, 16),))
+    optimized, report = graphopt.optimize(program)
+    assert report.verification["ok"], report.verification["summary"]
+    assert "drop_contiguous" not in report.rule_counts
+    x = torch.randn(2, 8, 16)
+    torch.testing.assert_close(optimized.module()(x), module(x))

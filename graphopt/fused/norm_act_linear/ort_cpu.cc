@@ -1,6 +1,8 @@
 // NormActLinear on the CPU: each row of X (plus Residual) converted to float, normalized and
 // activated, then multiplied by its [K, D] weight matrix in tiles of rows that share the matrix;
 // rows split into chunks for the thread pool.
+#include <vector>
+
 #include "cpu_rows.h"
 #include "norm_act_linear/ort_kernel.h"
 
@@ -17,6 +19,11 @@ void NormActLinearCpu(const NormActLinearParams& p, const ParallelFor& parallel_
   const cpu::FloatView linear_bias(p.linear_bias, p.dtype, lb_rows.groups * k_out);
   const auto row_of = [](const RowBroadcast& b, int64_t r) { return (r / b.inner) % b.groups; };
   constexpr int64_t kTile = 4;  // rows sharing each pass over the weight
+  // Wide layers read their matrices transposed, made once per call (no larger than the weights).
+  const bool wide = cpu::WideOutputs(k_out);
+  std::vector<float> transposed(wide ? static_cast<size_t>(w_rows.groups * cpu::TransposedSize(k_out, d)) : 0);
+  for (int64_t m = 0; wide && m < w_rows.groups; ++m)
+    cpu::TransposeWeight(weight.data() + m * k_out * d, k_out, d, transposed.data() + m * cpu::TransposedSize(k_out, d));
   cpu::ForEachChunk(p.rows, cpu::RowsPerChunk(d * (8 + k_out), p.rows), parallel_for, [&](int64_t begin, int64_t end) {
     float* hidden = cpu::Scratch(0, static_cast<size_t>(kTile * d));
     float* out = cpu::Scratch(1, static_cast<size_t>(kTile * k_out));
@@ -44,7 +51,8 @@ void NormActLinearCpu(const NormActLinearParams& p, const ParallelFor& parallel_
         cpu::NormalizeRow(rn, v, d);
       }
       const float* lb = linear_bias.data() != nullptr ? linear_bias.data() + bias_row * k_out : nullptr;
-      cpu::MultiplyTile(hidden, tile, d, weight.data() + matrix * k_out * d, lb, k_out, out);
+      const float* wt = wide ? transposed.data() + matrix * cpu::TransposedSize(k_out, d) : nullptr;
+      cpu::MultiplyTile(hidden, tile, d, weight.data() + matrix * k_out * d, wt, lb, k_out, out);
       if (p.out_activation != Activation::kIdentity) cpu::Activate(p.out_activation, out, tile * k_out);
       cpu::StoreRow(p.dtype, out, p.y, r0 * k_out, tile * k_out);
       r0 += tile;
