@@ -18,7 +18,7 @@ from .architectures import BUILDERS, build
 from .exports import PATHS, export
 from .guards import check
 from .ort_fusions import compare, ort_fusions
-from .record import optimize_file
+from .record import error_line, optimize_file
 from .table import markdown
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,9 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 exported, seconds = export(architecture, path, folder)
             except Exception as error:  # an exporter that cannot take the model is a row, not a crash
-                row.update(
-                    status="export failed", error=f"{type(error).__name__}: {error}".splitlines()[0][:300]
-                )
+                row.update(status="export failed", error=error_line(error, 300))
                 rows.append(row)
                 log.info("%-22s %-17s export failed: %s", name, path, row["error"])
                 continue

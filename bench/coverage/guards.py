@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from .record import error_line
+
 VIEWS = {"Reshape"}
 # ONNX Runtime's CPU runs convolutions and the elementwise ops between them in a blocked channel layout
 # (NCHWc), and reorders a tensor into and out of it around any other op. A residual add folded into a
@@ -47,7 +49,7 @@ def check(original: Path, optimized: Path, args: tuple, notes: list[str]) -> dic
             return _onnx(original, optimized, args)
         return _torch(original, optimized, args, notes)
     except Exception as error:  # a guard that cannot even run is a finding of its own
-        return {"ok": False, "problems": [f"{type(error).__name__}: {error}".splitlines()[0][:300]]}
+        return {"ok": False, "problems": [error_line(error, 300)]}
 
 
 def _session(path: Path, library: bool, folder: str | None = None):

@@ -13,6 +13,12 @@ from graphopt.files import model_files
 from .ort_fusions import graphopt_norms
 
 NEAR_MISS_EXAMPLES = 3
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # (the exporters colour their messages for terminals)
+
+
+def error_line(error: BaseException, limit: int = 400) -> str:
+    """The first line of ``error``, named by its type, without terminal colour codes."""
+    return _COLOURS.sub("", f"{type(error).__name__}: {error}").splitlines()[0][:limit]
 
 
 def _fusion_passes() -> tuple[str, ...]:
@@ -39,7 +45,7 @@ def optimize_file(path: Path, output: Path) -> dict[str, Any]:
     except Exception as error:  # the row records the failure; the run goes on with the next model
         return {
             "status": "failed",
-            "error": f"{type(error).__name__}: {error}".splitlines()[0][:400],
+            "error": error_line(error),
             "optimize_seconds": round(time.perf_counter() - start, 3),
         }
     seconds = time.perf_counter() - start
