@@ -82,18 +82,7 @@ def vit_hf() -> Architecture:
 
 
 def t5_encoder() -> Architecture:
-    module = hf(
-        "T5Config",
-        "T5EncoderModel",
-        "input_ids",
-        d_model=HIDDEN,
-        d_ff=FFN,
-        d_kv=HIDDEN // HEADS,
-        num_layers=LAYERS,
-        num_heads=HEADS,
-        vocab_size=VOCAB,
-        use_cache=False,
-    )
+    module = hf("T5Config", "T5EncoderModel", "input_ids", **hf_encoders.T5_SIZES)
     return Architecture("hf_t5_encoder", "transformers", module, tokens(), "t5", {"num_heads": HEADS})
 
 

@@ -30,6 +30,11 @@ BERT_SIZES = dict(
     max_position_embeddings=64,
 )
 ORT_HEADS = {"num_heads": HEADS}
+# T5's size (the encoder alone, and with its decoder)
+T5_SIZES = dict(
+    d_model=HIDDEN, d_ff=FFN, d_kv=HIDDEN // HEADS, num_layers=LAYERS, num_heads=HEADS, vocab_size=VOCAB,
+    use_cache=False,
+)  # fmt: skip
 
 
 def distilbert() -> Architecture:
@@ -107,13 +112,13 @@ def mobilebert() -> Architecture:
     return Architecture("hf_mobilebert", "transformers", module, tokens(), "bert", ORT_HEADS)
 
 
-def _bart_encoder(config_class: str, model_class: str) -> torch.nn.Module:
-    model = hf_model(
+def _bart(config_class: str, model_class: str, decoder_layers: int) -> torch.nn.Module:
+    return hf_model(
         config_class,
         model_class,
         d_model=HIDDEN,
         encoder_layers=LAYERS,
-        decoder_layers=1,
+        decoder_layers=decoder_layers,
         encoder_attention_heads=HEADS,
         decoder_attention_heads=HEADS,
         encoder_ffn_dim=FFN,
@@ -122,7 +127,10 @@ def _bart_encoder(config_class: str, model_class: str) -> torch.nn.Module:
         max_position_embeddings=64,
         use_cache=False,
     )
-    return LastHiddenState(model.get_encoder(), "input_ids")
+
+
+def _bart_encoder(config_class: str, model_class: str) -> torch.nn.Module:
+    return LastHiddenState(_bart(config_class, model_class, decoder_layers=1).get_encoder(), "input_ids")
 
 
 def bart_encoder() -> Architecture:
@@ -198,39 +206,14 @@ def _seq2seq_inputs() -> tuple[torch.Tensor, torch.Tensor]:
 def t5() -> Architecture:
     # (T5 encoder and decoder: RMS norms, relative position buckets, the decoder's causal self-attention
     # and cross-attention to the encoder's output)
-    model = hf_model(
-        "T5Config",
-        "T5Model",
-        d_model=HIDDEN,
-        d_ff=FFN,
-        d_kv=HIDDEN // HEADS,
-        num_layers=LAYERS,
-        num_decoder_layers=LAYERS,
-        num_heads=HEADS,
-        vocab_size=VOCAB,
-        use_cache=False,
-        decoder_start_token_id=0,
-    )
+    model = hf_model("T5Config", "T5Model", num_decoder_layers=LAYERS, decoder_start_token_id=0, **T5_SIZES)
     module = DecoderHiddenState(model)
     return Architecture("hf_t5", "transformers", module, _seq2seq_inputs(), "t5", ORT_HEADS)
 
 
 def bart() -> Architecture:
     # (BART encoder and decoder: post-norm layers, learned positions, cross-attention in the decoder)
-    model = hf_model(
-        "BartConfig",
-        "BartModel",
-        d_model=HIDDEN,
-        encoder_layers=LAYERS,
-        decoder_layers=LAYERS,
-        encoder_attention_heads=HEADS,
-        decoder_attention_heads=HEADS,
-        encoder_ffn_dim=FFN,
-        decoder_ffn_dim=FFN,
-        vocab_size=VOCAB,
-        max_position_embeddings=64,
-        use_cache=False,
-    )
+    model = _bart("BartConfig", "BartModel", decoder_layers=LAYERS)
     module = DecoderHiddenState(model)
     return Architecture("hf_bart", "transformers", module, _seq2seq_inputs(), "bart", ORT_HEADS)
 

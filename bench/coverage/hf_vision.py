@@ -53,19 +53,21 @@ def swin() -> Architecture:
     return Architecture("hf_swin", "transformers", module, images(), "swin", {"num_heads": 0})
 
 
+# SegFormer's and PvT-v2's two stages: overlapping patch embeddings, spatial-reduction attention
+MIX_TRANSFORMER_STAGES = dict(
+    num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], patch_sizes=[7, 3], strides=[4, 2],
+    num_attention_heads=[1, 2],
+)  # fmt: skip
+
+
 def segformer() -> Architecture:
     module = hf(
         "SegformerConfig",
         "SegformerModel",
         "pixel_values",
-        num_encoder_blocks=2,
-        depths=[1, 1],
-        sr_ratios=[2, 1],
         hidden_sizes=[32, 64],
-        patch_sizes=[7, 3],
-        strides=[4, 2],
-        num_attention_heads=[1, 2],
         mlp_ratios=[2, 2],
+        **MIX_TRANSFORMER_STAGES,
     )
     return Architecture("hf_segformer", "transformers", module, images(), "bert", {"num_heads": 0})
 
@@ -179,14 +181,9 @@ def pvt_v2() -> Architecture:
         "PvtV2Model",
         "pixel_values",
         image_size=32,
-        num_encoder_blocks=2,
-        depths=[1, 1],
-        sr_ratios=[2, 1],
         hidden_sizes=[16, 32],
-        num_attention_heads=[1, 2],
-        patch_sizes=[7, 3],
-        strides=[4, 2],
         mlp_ratios=[4, 4],
+        **MIX_TRANSFORMER_STAGES,
     )
     return Architecture("hf_pvt_v2", "transformers", module, images(), "bert", {"num_heads": 0})
 

@@ -113,8 +113,8 @@ def from_onnx(
     runtime_only = runtime_only_nodes(model)
     # (ONNX asks for nodes in topological order, runtimes do not: ONNX Runtime's own float16 converter
     # appends its input Casts last. The checker sees a copy in the order the graph was read in.)
-    unsorted = order != list(range(len(protos)))
-    checked = _sorted_copy(model, order) if unsorted else model
+    checked = _reordered(model, order)
+    unsorted = checked is not model
     external = graph.meta.pop("external_constants", False)
     with unchecked(checked, runtime_only_nodes(checked) if unsorted else runtime_only):
         _validate(checked, where, path, external, edited=bool(runtime_only) or unsorted)
@@ -239,16 +239,34 @@ def _contradicts(inferred, declared) -> bool:
     )
 
 
-def _sorted_copy(model: onnx.ModelProto, order: list[int]) -> onnx.ModelProto:
-    """A copy of ``model`` whose top-level nodes are in ``order``."""
+def in_topological_order(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model``, or a copy whose top-level nodes are in topological order where they were not (ONNX's
+    checker, shape inference and reference evaluator read nodes in file order; runtimes sort them). A
+    model whose nodes cannot be ordered comes back as it is (the loader names the cycle or the undefined
+    value). Top-level names only: what a subgraph reads from outside is not followed."""
+    graph = model.graph
+    protos = list(graph.node)
+    defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    reads, writes = [list(n.input) for n in protos], [list(n.output) for n in protos]
+    try:
+        order = _topological(protos, reads, writes, [[] for _ in protos], defined, "model")
+    except BadInput:
+        return model
+    return _reordered(model, order)
+
+
+def _reordered(model: onnx.ModelProto, order: list[int]) -> onnx.ModelProto:
+    """``model`` where its top-level nodes are in ``order`` already, else a copy whose nodes are."""
+    if order == list(range(len(model.graph.node))):
+        return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    nodes = [copy.graph.node[i] for i in order]
-    sorted_nodes = [onnx.NodeProto() for _ in nodes]
-    for target, node in zip(sorted_nodes, nodes, strict=True):
-        target.CopyFrom(node)
+    nodes = [onnx.NodeProto() for _ in order]
+    for target, index in zip(nodes, order, strict=True):
+        target.CopyFrom(model.graph.node[index])
     del copy.graph.node[:]
-    copy.graph.node.extend(sorted_nodes)
+    copy.graph.node.extend(nodes)
     return copy
 
 

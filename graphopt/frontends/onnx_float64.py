@@ -24,6 +24,7 @@ from onnx.reference.op_run import OpRun
 
 from ..ir import DType
 from ..verification.stored_rounding import MODES, ONNX_MAKES_VALUES, store
+from .onnx import in_topological_order
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def _float64_copy(model: onnx.ModelProto) -> onnx.ModelProto | None:
     subgraphs = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
     if any(a.type in subgraphs for n in graph.node for a in n.attribute):
         return None
-    model = _topologically_sorted(model)
+    model = in_topological_order(model)  # (shape inference and the evaluator read nodes in file order)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     except Exception:  # inference is needed for the declared types
@@ -185,36 +186,6 @@ def _float64_copy(model: onnx.ModelProto) -> onnx.ModelProto | None:
     target.node.extend(nodes)
     target.input.append(onnx.helper.make_tensor_value_info(_MODE, TensorProto.INT64, []))
     copy.opset_import.append(onnx.helper.make_opsetid(_DOMAIN, 1))
-    return copy
-
-
-def _topologically_sorted(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model``, or a copy whose nodes are in topological order where they were not (ONNX's shape
-    inference and reference evaluator read nodes in file order; runtimes sort them)."""
-    graph = model.graph
-    known = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
-    known |= {t.values.name for t in graph.sparse_initializer}
-    pending, order = list(graph.node), []
-    while pending:
-        left = []
-        for node in pending:
-            if all(name in known for name in node.input):
-                order.append(node)
-                known.update(node.output)
-            else:
-                left.append(node)
-        if len(left) == len(pending):
-            return model  # (a cycle, or a name read from nowhere: the loader has named it already)
-        pending = left
-    if all(a is b for a, b in zip(order, graph.node, strict=True)):
-        return model
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    nodes = [onnx.NodeProto() for _ in order]
-    for target, node in zip(nodes, order, strict=True):
-        target.CopyFrom(node)
-    del copy.graph.node[:]
-    copy.graph.node.extend(nodes)
     return copy
 
 

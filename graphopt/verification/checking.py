@@ -23,7 +23,7 @@ from ..files import model_files
 from ..ir import DType, Graph
 from .draws import Draw, random_draws
 from .npz_inputs import feeds_from_arrays, load_npz
-from .numeric import Tolerance, compare, input_specs, resolve_tolerances
+from .numeric import Tolerance, compare, input_specs, resolve_tolerances, tolerance_dtype
 from .random_ops import random_ops
 
 log = logging.getLogger(__name__)
@@ -240,10 +240,11 @@ def _computed_precision(graph: Graph, given) -> dict[DType, Tolerance]:
     computed in wide floats alone keeps the wide tolerances, and so does a dtype the caller gave one for."""
     resolved = resolve_tolerances(given)
     wide = [v for v in graph.outputs if v.dtype in (DType.FLOAT32, DType.FLOAT64)]
-    narrow = [_rounded_to_16_bits(v) for v in wide]
+    rounded = _rounded_to_16_bits(graph)
+    narrow = [rounded.get(v) for v in wide]
     if not wide or not all(narrow):
         return resolved
-    explicit = {dtype for dtype in resolved if given and any(_same_dtype(key, dtype) for key in given)}
+    explicit = {tolerance_dtype(key, key) for key in (given or {})}
     loosest = Tolerance(max(resolved[d].rtol for d in narrow), max(resolved[d].atol for d in narrow))
     for dtype in (DType.FLOAT32, DType.FLOAT64):
         if dtype not in explicit:
@@ -252,24 +253,26 @@ def _computed_precision(graph: Graph, given) -> dict[DType, Tolerance]:
     return resolved
 
 
-def _rounded_to_16_bits(value) -> DType | None:
-    """The 16-bit float dtype that some value computed on the way to ``value`` is rounded to (the
-    loosest, bfloat16, where both are), or None: constants and inputs are not computed."""
-    found, seen, stack = None, set(), [value]
-    while stack:
-        v = stack.pop()
-        node = v.producer
-        if id(v) in seen or node is None or node.op == "constant" or v.const is not None:
+def _rounded_to_16_bits(graph: Graph) -> dict:
+    """For each computed value, the 16-bit float dtype that it or a value computed on the way to it is
+    rounded to (the loosest, bfloat16, where both are), or None; one pass in the graph's order.
+    Constants and inputs are not computed."""
+    rounded: dict = {}
+
+    def looser(a, b):
+        return DType.BFLOAT16 if DType.BFLOAT16 in (a, b) else a or b
+
+    for node in graph:
+        if node.op == "constant":
             continue
-        seen.add(id(v))
-        if v.dtype in (DType.FLOAT16, DType.BFLOAT16):
-            found = DType.BFLOAT16 if DType.BFLOAT16 in (found, v.dtype) else v.dtype
-        stack.extend(i for i in node.inputs if i is not None)
-    return found
-
-
-def _same_dtype(key, dtype: DType) -> bool:
-    return resolve_tolerances({key: (0.0, 0.0)})[dtype] == Tolerance(0.0, 0.0)
+        inherited = None
+        for value in node.inputs:
+            if value is not None and value.const is None:
+                inherited = looser(inherited, rounded.get(value))
+        for value in node.outputs:
+            own = value.dtype if value.dtype in (DType.FLOAT16, DType.BFLOAT16) else None
+            rounded[value] = looser(inherited, own)
+    return rounded
 
 
 def _first_line(error: BaseException) -> str:

@@ -49,7 +49,7 @@ def parse_tolerance(text: str) -> dict[DType, Tolerance]:
         raise ValueError(f"tolerance {text!r}: RTOL and ATOL must be non-negative numbers")
     if not name:
         return dict.fromkeys(FLOAT_DTYPES, Tolerance(rtol, atol))
-    return {_float_dtype(name, text): Tolerance(rtol, atol)}
+    return {tolerance_dtype(name, text): Tolerance(rtol, atol)}
 
 
 def resolve_tolerances(tolerances: Mapping[Any, Any] | None) -> dict[DType, Tolerance]:
@@ -57,13 +57,13 @@ def resolve_tolerances(tolerances: Mapping[Any, Any] | None) -> dict[DType, Tole
     values Tolerances or (rtol, atol) pairs."""
     resolved = dict(DEFAULT_TOLERANCES)
     for key, value in (tolerances or {}).items():
-        resolved[_float_dtype(key, key)] = (
+        resolved[tolerance_dtype(key, key)] = (
             value if isinstance(value, Tolerance) else Tolerance(*map(float, value))
         )
     return resolved
 
 
-def _float_dtype(key: Any, where: Any) -> DType:
+def tolerance_dtype(key: Any, where: Any) -> DType:
     """The float DType a tolerance key names: a DType, its name, or a NumPy dtype."""
     if isinstance(key, DType):
         dtype = key

@@ -75,7 +75,7 @@ Outcome NormAct(torch::jit::Stack& stack, size_t arguments, void* entry, std::st
 bool AffineOperand(const at::Tensor* t, const at::Tensor& x, c10::IntArrayRef normalized, bool* own) {
   *own = SameType(t, x, normalized);
   return *own || (t->scalar_type() == x.scalar_type() && t->device() == x.device() &&
-                  ReadRowOperand(t, x, x.sizes(), x.dim() - static_cast<int64_t>(normalized.size())));
+                  BroadcastRows(t->sizes(), x.sizes(), x.dim() - static_cast<int64_t>(normalized.size())));
 }
 
 // The same call, as the native ops (norm_act/torch_math.py's norm_act, residual_sum).

@@ -184,14 +184,20 @@ bool SameKindElements(const at::Tensor* t, const at::Tensor& like, int64_t numel
                           t->numel() == numel && t->is_contiguous());
 }
 
+std::optional<std::array<int64_t, 2>> BroadcastRows(c10::IntArrayRef t, c10::IntArrayRef x, int64_t dim) {
+  RowBroadcast rows;
+  const std::vector<int64_t> shape(t.begin(), t.end()), of_x(x.begin(), x.end());
+  if (dim < 0 || !ReadRowBroadcast(shape, of_x, static_cast<size_t>(dim), &rows).empty()) return std::nullopt;
+  return std::array<int64_t, 2>{rows.inner, rows.groups};
+}
+
 std::optional<RowOperand> ReadRowOperand(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef x,
                                          int64_t dim) {
   if (t == nullptr) return RowOperand{};
   if (t->scalar_type() != like.scalar_type() || t->device() != like.device()) return std::nullopt;
-  RowBroadcast rows;
-  const std::vector<int64_t> shape(t->sizes().begin(), t->sizes().end()), of_x(x.begin(), x.end());
-  if (dim < 0 || !ReadRowBroadcast(shape, of_x, static_cast<size_t>(dim), &rows).empty()) return std::nullopt;
-  return RowOperand{t->contiguous(), {rows.inner, rows.groups}};
+  const std::optional<std::array<int64_t, 2>> rows = BroadcastRows(t->sizes(), x, dim);
+  if (!rows) return std::nullopt;
+  return RowOperand{t->contiguous(), *rows};
 }
 
 bool SameType(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef shape) {

@@ -84,10 +84,12 @@ struct RowOperand {
   at::Tensor data;  // undefined for an absent operand
   std::array<int64_t, 2> rows{1, 1};
 };
-// Operand `t` (nullptr: absent) of `like`'s dtype and device, against X of shape `x` normalized over
-// [dim, rank): its shape must end in the normalized dims and broadcast over one block of X's leading
-// dims, as the Python kernels take it (a strided one is copied contiguous, as they copy it); nullopt
-// for any other.
+// (inner, groups) of an operand of shape `t` against X of shape `x` normalized over [dim, rank): its
+// shape must end in the normalized dims and broadcast over one block of X's leading dims, as the
+// Python kernels take it; nullopt for any other.
+std::optional<std::array<int64_t, 2>> BroadcastRows(c10::IntArrayRef t, c10::IntArrayRef x, int64_t dim);
+// Operand `t` (nullptr: absent) of `like`'s dtype and device read so (a strided one is copied
+// contiguous, as the Python kernels copy it); nullopt for any other.
 std::optional<RowOperand> ReadRowOperand(const at::Tensor* t, const at::Tensor& like, c10::IntArrayRef x,
                                          int64_t dim);
 // A tensor of `like`'s dtype and device with shape `shape`, any strides (nullptr passes): an operand
