@@ -15,6 +15,7 @@ from ..ir import DType, Graph, GraphError, Op, Shape, Tensor, Value, opaque_name
 from .onnx_evaluate import evaluate_onnx_node
 from .onnx_infer import infer_onnx_node
 from .onnx_ops import translate
+from .onnx_order import reordered, topological_order
 from .onnx_read import check_external_data, check_model_proto
 from .onnx_runtime_ops import runtime_only_nodes, unchecked
 from .onnx_subgraphs import captured_names, has_subgraphs, names_inside
@@ -98,7 +99,7 @@ def from_onnx(
     outputs = [list(node.output) for node in protos]
     declared = {info.name for info in (*onnx_graph.value_info, *onnx_graph.output)}
     const = _constants_in(scope)
-    order = _topological(protos, inputs, outputs, captured, set(scope), where)
+    order = topological_order(protos, inputs, outputs, captured, set(scope), where)
     for index in order:
         proto = protos[index]
         names = (inputs[index], outputs[index], captured[index])
@@ -113,7 +114,7 @@ def from_onnx(
     runtime_only = runtime_only_nodes(model)
     # (ONNX asks for nodes in topological order, runtimes do not: ONNX Runtime's own float16 converter
     # appends its input Casts last. The checker sees a copy in the order the graph was read in.)
-    checked = _reordered(model, order)
+    checked = reordered(model, order)
     unsorted = checked is not model
     external = graph.meta.pop("external_constants", False)
     with unchecked(checked, runtime_only_nodes(checked) if unsorted else runtime_only):
@@ -239,37 +240,6 @@ def _contradicts(inferred, declared) -> bool:
     )
 
 
-def in_topological_order(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model``, or a copy whose top-level nodes are in topological order where they were not (ONNX's
-    checker, shape inference and reference evaluator read nodes in file order; runtimes sort them). A
-    model whose nodes cannot be ordered comes back as it is (the loader names the cycle or the undefined
-    value). Top-level names only: what a subgraph reads from outside is not followed."""
-    graph = model.graph
-    protos = list(graph.node)
-    defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
-    defined |= {t.values.name for t in graph.sparse_initializer}
-    reads, writes = [list(n.input) for n in protos], [list(n.output) for n in protos]
-    try:
-        order = _topological(protos, reads, writes, [[] for _ in protos], defined, "model")
-    except BadInput:
-        return model
-    return _reordered(model, order)
-
-
-def _reordered(model: onnx.ModelProto, order: list[int]) -> onnx.ModelProto:
-    """``model`` where its top-level nodes are in ``order`` already, else a copy whose nodes are."""
-    if order == list(range(len(model.graph.node))):
-        return model
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    nodes = [onnx.NodeProto() for _ in order]
-    for target, index in zip(nodes, order, strict=True):
-        target.CopyFrom(model.graph.node[index])
-    del copy.graph.node[:]
-    copy.graph.node.extend(nodes)
-    return copy
-
-
 def _validate(
     model: onnx.ModelProto, where: str, path: Path | None, external_constants: bool, edited: bool = False
 ) -> None:
@@ -285,71 +255,6 @@ def _validate(
         raise BadInput(
             f"{where} is not a valid ONNX graph: {lines[0] if lines else type(error).__name__}"
         ) from None
-
-
-def _topological(
-    protos: list[onnx.NodeProto],
-    inputs: list[list[str]],
-    outputs: list[list[str]],
-    captured: list[list[str]],
-    defined: set[str],
-    where: str,
-) -> list[int]:
-    """Node indices in an order where every input is defined first; names what is undefined or cyclic."""
-    if _already_sorted(inputs, outputs, captured, defined):
-        return list(range(len(protos)))
-    reads = [[n for n in names if n] + extra for names, extra in zip(inputs, captured, strict=True)]
-    producer = {}
-    for index, names in enumerate(outputs):
-        for name in names:
-            if name:
-                producer[name] = index
-    state = [0] * len(protos)  # 0 new, 1 on the current path, 2 done
-    order: list[int] = []
-    for start in range(len(protos)):
-        if state[start]:
-            continue
-        stack = [(start, iter(reads[start]))]
-        state[start] = 1
-        while stack:
-            index, pending = stack[-1]
-            for name in pending:
-                if name in defined:
-                    continue
-                if name not in producer:
-                    node = protos[index]
-                    raise BadInput(
-                        f"{where}: node {node.name or node.op_type!r} reads {name!r}, which no node, "
-                        "input or initializer defines; expected every value to be defined"
-                    )
-                dep = producer[name]
-                if state[dep] == 1:
-                    cycle = [protos[i].name or protos[i].op_type for i, _ in stack]
-                    raise BadInput(f"{where}: the graph has a cycle through nodes {' -> '.join(cycle)}")
-                state[dep] = 1
-                stack.append((dep, iter(reads[dep])))
-                break
-            else:
-                stack.pop()
-                state[index] = 2
-                order.append(index)
-                defined.update(n for n in outputs[index] if n)
-    return order
-
-
-def _already_sorted(
-    inputs: list[list[str]], outputs: list[list[str]], captured: list[list[str]], defined: set[str]
-) -> bool:
-    """The common case, checked in one pass: every node reads only what is defined before it."""
-    seen = set(defined)
-    for names, produced, extra in zip(inputs, outputs, captured, strict=True):
-        # (an omitted optional input is named "": the slower check skips it)
-        if not seen.issuperset(names) and not all(name in seen for name in names if name):
-            return False
-        if extra and not seen.issuperset(extra):
-            return False
-        seen.update(produced)
-    return True
 
 
 def _value_type(type_proto: onnx.TypeProto) -> tuple[DType | None, Shape | None]:

@@ -24,7 +24,7 @@ from onnx.reference.op_run import OpRun
 
 from ..ir import DType
 from ..verification.stored_rounding import MODES, ONNX_MAKES_VALUES, store
-from .onnx import in_topological_order
+from .onnx_order import in_topological_order
 
 log = logging.getLogger(__name__)
 
