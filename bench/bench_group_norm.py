@@ -136,7 +136,7 @@ def kernel_row(shape, dtype_name, residual, bandwidth, compile_too, ort_too=True
     scale = (1 + 0.3 * torch.randn(c, device="cuda")).to(dtype)
     bias = (0.3 * torch.randn(c, device="cuda")).to(dtype)
     split = launch_rule.split_launch(
-        n * groups, c // groups * h * w, dtype_name, (c // groups * h * w) % 16 == 0
+        n * groups, c // groups * h * w, h * w, dtype_name, (c // groups * h * w) % 16 == 0
     )
     row = {
         "shape": [n, c, h, w],

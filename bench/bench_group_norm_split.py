@@ -82,7 +82,7 @@ def time_rows(rows: int, group_size: int, dtype_name: str, spatial: int = SPATIA
         "groups": groups,
     }
     row["copy_us"] = gpu_us(rotating(copies, lambda a, b: b.copy_(a)))
-    rule = launch_rule.split_launch(rows, group_size, dtype_name, group_size % 16 == 0)
+    rule = launch_rule.split_launch(rows, group_size, shape[-1], dtype_name, group_size % 16 == 0)
     row["rule"] = (
         "whole" if rule is None else f"n{rule.tier.block_n}_w{rule.tier.num_warps}_c{rule.tier.max_chunks}"
     )

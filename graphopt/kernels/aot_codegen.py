@@ -59,6 +59,7 @@ def render(pairs, triton_version: str) -> str:
             f"{tier.block_m}, {tier.iters}, {tier.block_n}, {tier.num_warps}, {tier.max_chunks}, "
             f"{str(tier.looped).lower()}, {str(tier.aligned).lower()}, {str(tier.exact).lower()}, "
             f"{str(tier.shared).lower()}, {str(tier.blockwise).lower()}, {tier.out_features}, "
+            f"{tier.min_channel}LL, "
             f'"{compiled.entry}", {compiled.hidden_args}, '
             f"{compiled.global_scratch[0]}, {compiled.global_scratch[1]}, "
             f"{compiled.profile_scratch[0]}, {compiled.profile_scratch[1]}, "

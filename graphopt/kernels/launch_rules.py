@@ -3,7 +3,8 @@
 The rule is data, not code, so that the ahead-of-time table (``graphopt.kernels.aot``) can carry
 it to C++ verbatim: each kernel lists its tiers in order, and a launch takes the first tier whose
 ``min_cols`` and ``max_cols`` admit the row length (an ``exact`` tier: equals it), whose ``max_rows``
-admits the row count and whose alignment requirement the arguments meet. Most tiers admit any row
+admits the row count, whose ``min_channel`` admits the channel length and whose alignment requirement
+the arguments meet. Most tiers admit any row
 count, so that rows only set the grid; a tier that admits only few rows serves a kernel whose launch
 pays only where the rows alone cannot fill the GPU (GroupNormAct's split statistics). Python
 launchers and the C++ launcher apply this same rule, so a shape runs the same variant whichever
@@ -59,6 +60,10 @@ class Tier:
     # (Triton's JIT folds a K of 1 by itself; an ahead-of-time kernel only where told); 0: any count,
     # taken at run time.
     out_features: int = 0
+    # Serves only launches whose rows are made of channels of at least this many elements (GroupNormAct:
+    # ``spatial``, the elements one scale and shift serve); 0: any. A kernel whose channels each span a
+    # block or more reads and normalizes a different way, and pays at other row counts.
+    min_channel: int = 0
 
     @property
     def name(self) -> str:
@@ -70,21 +75,26 @@ class Tier:
         )
         tail = f"+{self.tail}" if self.tail else ""
         outputs = f"_k{self.out_features}" if self.out_features else ""
+        channel = f"_ch{self.min_channel}" if self.min_channel else ""
         return (
             f"m{self.block_m}_n{self.block_n}{tail}_w{self.num_warps}{iters}{split}_{kind}{bounds}_"
             f"{'a' if self.aligned else 'u'}{'_s' if self.shared else ''}{'_b' if self.blockwise else ''}"
-            f"{outputs}"
+            f"{outputs}{channel}"
         )
 
-    def admits(self, rows: int, cols: int, aligned: bool, uniform: int = 1, out_features: int = 0) -> bool:
+    def admits(
+        self, rows: int, cols: int, aligned: bool, uniform: int = 1, out_features: int = 0, channel: int = 0
+    ) -> bool:
         """Whether a launch of ``rows`` rows of ``cols`` elements may take this tier (the rule the C++
         launcher's ``Select`` applies to the same fields); ``uniform``: the launch's ``uniform_rows``;
-        ``out_features``: its output count where the kernel has one (0: none)."""
+        ``out_features``: its output count where the kernel has one (0: none); ``channel``: its channel
+        length where the kernel has channels (0: none)."""
         fits = cols == self.max_cols if self.exact else self.min_cols <= cols <= self.max_cols
         shared_ok = uniform == 0 or not self.shared
         operands_ok = shared_ok and (uniform % self.block_m == 0 or not self.blockwise)
         outputs_ok = self.out_features in (0, out_features)
-        return fits and rows <= self.max_rows and (aligned or not self.aligned) and operands_ok and outputs_ok
+        bounds_ok = rows <= self.max_rows and channel >= self.min_channel
+        return fits and bounds_ok and (aligned or not self.aligned) and operands_ok and outputs_ok
 
     @property
     def rows_per_program(self) -> int:
@@ -128,10 +138,16 @@ def uniform_rows(*operand_rows: tuple[int, int]) -> int:
 
 
 def find_tier(
-    tiers: tuple[Tier, ...], cols: int, aligned: bool, rows: int = 0, uniform: int = 1, out_features: int = 0
+    tiers: tuple[Tier, ...],
+    cols: int,
+    aligned: bool,
+    rows: int = 0,
+    uniform: int = 1,
+    out_features: int = 0,
+    channel: int = 0,
 ) -> Tier | None:
     """The first of ``tiers`` that admits the launch, or None."""
-    return next((tier for tier in tiers if tier.admits(rows, cols, aligned, uniform, out_features)), None)
+    return next((t for t in tiers if t.admits(rows, cols, aligned, uniform, out_features, channel)), None)
 
 
 def pick_tier(

@@ -228,5 +228,5 @@ def test_group_norm_act_on_the_gpu(harness, dtype, shape, groups, split, outputs
         assert torch.equal(s, stored), what + " ResidualSum"
     rows, group_size = n * groups, c // groups * spatial
     assert (
-        launch_rule.split_launch(rows, group_size, DTYPE_NAME[DTYPE_CODE[dtype]], False) is not None
+        launch_rule.split_launch(rows, group_size, spatial, DTYPE_NAME[DTYPE_CODE[dtype]], False) is not None
     ) == split

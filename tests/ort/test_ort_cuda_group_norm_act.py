@@ -45,8 +45,11 @@ SHAPES = [(2, 32, 8, 8), (1, 64, 64, 64), (3, 96, 45, 45), (2, 12, 7)]
 
 def test_the_shapes_take_both_paths():
     def splits(shape):
-        rows, group_size = shape[0] * 4, shape[1] // 4 * int(np.prod(shape[2:]))
-        return launch_rule.split_launch(rows, group_size, "float32", group_size % 16 == 0) is not None
+        spatial = int(np.prod(shape[2:]))
+        rows, group_size = shape[0] * 4, shape[1] // 4 * spatial
+        return (
+            launch_rule.split_launch(rows, group_size, spatial, "float32", group_size % 16 == 0) is not None
+        )
 
     assert [splits(shape) for shape in SHAPES] == [False, True, True, False]
 

@@ -33,17 +33,17 @@ std::string Shape(const GroupNormActParams& p, int64_t* rows, int64_t* cols) {
 
 Plan Choose(const GroupNormActParams& p, int64_t rows, int64_t cols) {
   const KernelTable& table = GeneratedKernelTable();
-  // The split variants' rule (min_cols, max_rows) decides; residual_sum and partials may be absent
+  // The split variants' rule (min_cols, max_rows, min_channel) decides; residual_sum and partials may be absent
   // (stand-ins then: X or Y), the per-channel Scale and Bias are not loaded as vectors. Both kernels
   // have aligned variants (16-byte vector loads).
   const bool aligned = IsAligned(table, cols, {p.x, p.residual, p.y, p.residual_sum, p.partials});
   Plan plan;
   // Where each channel holds a whole block, the apply kernel's long_channels variant scales and shifts by
   // channel-wide scalars (launch_rule.long_channels).
-  plan.stats = Select(table, KernelOp::kGroupNormAct, "stats", p.dtype, rows, cols, aligned);
+  plan.stats = Select(table, KernelOp::kGroupNormAct, "stats", p.dtype, rows, cols, aligned, 1, 0, p.spatial);
   if (plan.stats != nullptr) {
     const char* apply = p.spatial >= plan.stats->block_n ? "apply_long_channels" : "apply";
-    plan.apply = Select(table, KernelOp::kGroupNormAct, apply, p.dtype, rows, cols, aligned);
+    plan.apply = Select(table, KernelOp::kGroupNormAct, apply, p.dtype, rows, cols, aligned, 1, 0, p.spatial);
     const int64_t block = plan.stats->block_n;
     const int64_t blocks = (cols + block - 1) / block;
     plan.chunk = (blocks + plan.stats->max_chunks - 1) / plan.stats->max_chunks * block;

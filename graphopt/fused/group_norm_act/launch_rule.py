@@ -12,9 +12,10 @@ there are N * groups rows. Two ways to launch them:
   its chunk. N * groups programs (64 at batch 2 with 32 groups) cannot fill a GPU of 132 SMs; the
   split gives it hundreds to thousands, at the price of a second launch and a second read of X.
 
-A launch splits where a split tier admits (rows, group_size): the split tiers' ``min_cols`` (runs
-long enough to share out), ``max_rows`` (too few rows to fill the GPU alone) and ``max_cols`` (16-bit
-runs the whole kernel holds in one padded block) are the rule. Both
+A launch splits where a split tier admits (rows, group_size, spatial): the split tiers' ``min_cols``
+(runs long enough to share out), ``max_rows`` (too few rows to fill the GPU alone), ``max_cols`` (16-bit
+runs the whole kernel holds in one padded block) and ``min_channel`` (channels of a block or more, which
+the split reads faster at any row count) are the rule. Both
 split kernels have the same tiers, so the C++ launcher finds the ``apply`` variant of the ``stats``
 tier it picked. This module imports neither torch nor Triton.
 """
@@ -57,23 +58,31 @@ _SPLIT_SHAPES = {4: (4096, 8), 2: (4096, 4)}  # element bytes -> (block_n, num_w
 # 16-bit runs of 8192 to 16384 elements split at any row count: the whole kernel holds such a run in one
 # block of 16384 lanes on 16 warps, and on an H200 it took 1.03-2.0x the split's time at 256-2048 rows,
 # channels of 1024 and 4096 elements alike (8x256x32x32 in groups of 32, fp16: 13.3 against 8.8 us;
-# bench/results/2026-11-28-h200c/group_norm_split). Longer 16-bit runs, and fp32 runs, split past 255
-# rows only in part of those shapes (channels of 4096 elements, not of 1024), which the rule does not
-# see: they stay whole there.
+# bench/results/2026-11-28-h200c/group_norm_split).
 _SPLIT_ANY_ROWS_COLS = {2: 16384}
+# Longer runs split at any row count where every channel holds a block or more (the apply kernel's
+# long_channels variant: channel-wide scale and shift), from these run lengths. On an H200 at channels of
+# 4096 elements (gn_split_spatial4096*.md there), 256-2048 rows: 16-bit runs of 16384-65536 took 0.65-0.83
+# of the whole kernel's time; fp32 runs of 40960-65536 0.78-0.92, of 16384 0.95-1.04 (no gain: they stay
+# whole). On channels of 1024 elements the split lost by up to 4% (gn_split_spatial1024.md).
+_SPLIT_LONG_CHANNEL_COLS = {2: _SPLIT_COLS, 4: 32768}
 
 PARTIAL_FLOATS = 3  # per chunk: its pivot, the mean of its elements minus the pivot, and their M2
 
 
 def _split_tiers(element_bytes: int) -> tuple[Tier, ...]:
     block_n, warps = _SPLIT_SHAPES[element_bytes]
-    bounds = [(2**62, _SPLIT_ROWS)]
+    # (min_cols, max_cols, max_rows, min_channel), in rule order
+    bounds = [
+        (_SPLIT_LONG_CHANNEL_COLS[element_bytes], 2**62, 2**62, block_n),
+        (_SPLIT_COLS, 2**62, _SPLIT_ROWS, 0),
+    ]
     if element_bytes in _SPLIT_ANY_ROWS_COLS:
-        bounds.insert(0, (_SPLIT_ANY_ROWS_COLS[element_bytes], 2**62))
+        bounds.insert(0, (_SPLIT_COLS, _SPLIT_ANY_ROWS_COLS[element_bytes], 2**62, 0))
     return tuple(
-        Tier(max_cols, 1, block_n, warps, looped=True, aligned=aligned, min_cols=_SPLIT_COLS,
-             max_rows=max_rows, max_chunks=_MAX_CHUNKS)
-        for max_cols, max_rows in bounds
+        Tier(max_cols, 1, block_n, warps, looped=True, aligned=aligned, min_cols=min_cols,
+             max_rows=max_rows, max_chunks=_MAX_CHUNKS, min_channel=min_channel)
+        for min_cols, max_cols, max_rows, min_channel in bounds
         for aligned in (True, False)
     )  # fmt: skip
 
@@ -132,8 +141,9 @@ def long_channels(spatial: int, tier: Tier) -> bool:
     return spatial >= tier.block_n
 
 
-def split_launch(rows: int, group_size: int, dtype: str, aligned: bool) -> Split | None:
-    """The split launch of ``rows`` runs of ``group_size`` elements, or None where the whole kernel
-    runs them. ``aligned``: group_size is a multiple of 16 (and, in C++, every pointer is aligned)."""
-    tier = find_tier(split_tiers(dtype), group_size, aligned, rows)
+def split_launch(rows: int, group_size: int, spatial: int, dtype: str, aligned: bool) -> Split | None:
+    """The split launch of ``rows`` runs of ``group_size`` elements in channels of ``spatial``, or None
+    where the whole kernel runs them. ``aligned``: group_size is a multiple of 16 (and, in C++, every
+    pointer is aligned)."""
+    tier = find_tier(split_tiers(dtype), group_size, aligned, rows, channel=spatial)
     return None if tier is None else chunking(tier, group_size)

@@ -103,7 +103,7 @@ def launch_group_norm_act(
     flags = (int(scale is not None), int(bias is not None), int(has_residual))
     s = residual_sum if write_sum else unwritten_output(y, wrap)
     aligned = is_aligned(group_size, ())
-    split = launch_rule.split_launch(rows, group_size, dtype, aligned)
+    split = launch_rule.split_launch(rows, group_size, spatial, dtype, aligned)
     if split is None:
         tier = launch_rule.whole_tier(group_size, dtype, aligned)
         wrap(group_norm_act_kernel)[(rows,)](

@@ -2,8 +2,8 @@
 // generated at build time by
 // `python -m graphopt.kernels.aot` (gen/kernel_images.cc). The launch rule is data: per op, part and
 // dtype, variants are listed in rule order and a launch takes the first whose min_cols and max_cols
-// admit the row length (an exact variant's max_cols equals it), whose max_rows admits the row count
-// and whose alignment requirement the arguments meet (graphopt/kernels/launch_rules.py).
+// admit the row length (an exact variant's max_cols equals it), whose max_rows admits the row count,
+// whose min_channel admits the channel length and whose alignment requirement the arguments meet (graphopt/kernels/launch_rules.py).
 #pragma once
 
 #include <cstddef>
@@ -40,6 +40,7 @@ struct KernelVariant {
   // Serves only launches of exactly this many outputs (NormActLinear's K), a constant compiled into the
   // kernel (which still takes the argument); 0: any count, taken at run time.
   int32_t out_features;
+  int64_t min_channel;  // serves only launches whose channels hold at least this many elements; 0: any
   const char* entry;
   int32_t hidden_args;  // trailing scratch pointers after the declared arguments
   int64_t global_scratch_size;  // bytes per program; 0 = none

@@ -32,11 +32,12 @@ bool IsAligned(const KernelTable& table, int64_t cols, std::initializer_list<con
 }
 
 const KernelVariant* Select(const KernelTable& table, KernelOp op, const char* part, DType dtype, int64_t rows,
-                            int64_t cols, bool aligned, int64_t uniform_rows, int64_t out_features) {
+                            int64_t cols, bool aligned, int64_t uniform_rows, int64_t out_features,
+                            int64_t channel) {
   for (size_t i = 0; i < table.count; ++i) {
     const KernelVariant& v = table.variants[i];
     if (v.op != op || v.dtype != dtype || std::strcmp(v.part, part) != 0) continue;
-    if (cols > v.max_cols || cols < v.min_cols || rows > v.max_rows) continue;
+    if (cols > v.max_cols || cols < v.min_cols || rows > v.max_rows || channel < v.min_channel) continue;
     if ((v.shared && uniform_rows != 0) || (v.blockwise && uniform_rows % v.block_m != 0)) continue;
     if (v.out_features != 0 && v.out_features != out_features) continue;
     if ((cols == v.max_cols || !v.exact) && (aligned || !v.aligned)) return &v;

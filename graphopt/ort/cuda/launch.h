@@ -26,9 +26,11 @@ bool IsAligned(const KernelTable& table, int64_t cols, std::initializer_list<con
 // `uniform_rows` (UniformRows): the aligned runs of rows that read one row of every broadcast operand,
 // 0 when all rows do; shared-operand variants need 0, blockwise ones a multiple of their block_m.
 // `out_features`: the launch's output count where its kernel has one (0: none); a variant that fixes it
-// serves only that count.
+// serves only that count. `channel`: the elements of each channel of a row where the kernel has channels
+// (0: none); a variant with a min_channel serves only longer ones.
 const KernelVariant* Select(const KernelTable& table, KernelOp op, const char* part, DType dtype, int64_t rows,
-                            int64_t cols, bool aligned, int64_t uniform_rows = 1, int64_t out_features = 0);
+                            int64_t cols, bool aligned, int64_t uniform_rows = 1, int64_t out_features = 0,
+                            int64_t channel = 0);
 // An op's only (or main) kernel, whatever the row count.
 inline const KernelVariant* Select(const KernelTable& table, KernelOp op, DType dtype, int64_t cols, bool aligned,
                                    int64_t uniform_rows = 1, int64_t out_features = 0) {

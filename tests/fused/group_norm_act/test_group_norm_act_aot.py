@@ -27,13 +27,14 @@ def test_table_lists_every_kernels_tiers_in_rule_order():
             assert tuple(listed) == expected(dtype)
 
 
-def cpp_select(part, dtype, rows, cols, aligned):
+def cpp_select(part, dtype, rows, cols, aligned, channel=0):
     """What Select (launch.cc) returns: the first variant of the part that admits the launch."""
     for v in all_variants():
         t = v.tier
         if (v.op, v.part, v.dtype) != ("GroupNormAct", part, dtype):
             continue
-        if t.min_cols <= cols <= t.max_cols and rows <= t.max_rows and (aligned or not t.aligned):
+        bounds = t.min_cols <= cols <= t.max_cols and rows <= t.max_rows and channel >= t.min_channel
+        if bounds and (aligned or not t.aligned):
             return t
     return None
 
@@ -47,19 +48,21 @@ def cpp_chunks(tier, cols):
 
 @pytest.mark.parametrize("rows", [1, 32, 64, 255, 256, 4096])
 @pytest.mark.parametrize("group_size", [1, 64, 1000, 4096, 8191, 8192, 8200, 9000, 16384, 40960, 1 << 22])
-def test_table_lookup_agrees_with_the_python_launcher(rows, group_size):
+@pytest.mark.parametrize("spatial", [1, 1024, 4095, 4096, 1 << 22])
+def test_table_lookup_agrees_with_the_python_launcher(rows, group_size, spatial):
+    spatial = min(spatial, group_size)
     for dtype in DTYPES:
         for aligned in (True, False):
             aligned = aligned and group_size % 16 == 0
-            split = launch_rule.split_launch(rows, group_size, dtype, aligned)
-            stats = cpp_select("stats", dtype, rows, group_size, aligned)
+            split = launch_rule.split_launch(rows, group_size, spatial, dtype, aligned)
+            stats = cpp_select("stats", dtype, rows, group_size, aligned, spatial)
             if split is None:
                 assert stats is None
                 assert cpp_select("", dtype, 0, group_size, aligned) == launch_rule.whole_tier(
                     group_size, dtype, aligned
                 )
             else:
-                assert stats == split.tier == cpp_select("apply", dtype, rows, group_size, aligned)
+                assert stats == split.tier == cpp_select("apply", dtype, rows, group_size, aligned, spatial)
                 assert cpp_chunks(stats, group_size) == (split.chunk, split.chunks)
 
 

@@ -67,7 +67,7 @@ def harness(tmp_path_factory):
 
 
 def expected(rows, group_size, spatial, dtype, aligned):
-    split = launch_rule.split_launch(rows, group_size, dtype, aligned)
+    split = launch_rule.split_launch(rows, group_size, spatial, dtype, aligned)
     if split is None:
         return Variant("GroupNormAct", dtype, launch_rule.whole_tier(group_size, dtype, aligned)).key, "0"
     apply = "apply_long_channels" if launch_rule.long_channels(spatial, split.tier) else "apply"
@@ -80,10 +80,13 @@ def expected(rows, group_size, spatial, dtype, aligned):
     ("batch", "channels", "spatial", "groups"),
     [(2, 320, 4096, 32), (2, 1280, 256, 32), (1, 256, 65536, 32), (8, 128, 1024, 32), (8, 320, 4096, 32),
      (2, 64, 256, 8), (1, 3, 8633, 1), (255, 1, 8192, 1), (256, 1, 8192, 1), (1, 4, 1 << 22, 1),
-     (3, 8, 5, 4), (2, 8, 4095, 2)],
+     (3, 8, 5, 4), (2, 8, 4095, 2), (8, 320, 4095, 32), (8, 640, 4096, 32), (16, 128, 4096, 32),
+     (8, 320, 1024, 32)],
 )  # fmt: skip
 # (Split launches with channels of a whole block or more take the apply kernel's long_channels variant,
-# (2, 8, 4095, 2) with one element less does not.)
+# (2, 8, 4095, 2) with one element less does not. At 256 rows, runs of 40960 split only on such channels:
+# (8, 320, 4096, 32) and (8, 640, 4096, 32), not (8, 320, 4095, 32); fp32 runs of 16384 stay whole,
+# (16, 128, 4096, 32).)
 def test_cpp_chooses_what_python_chooses(harness, batch, channels, spatial, groups, dtype):
     rows, group_size = batch * groups, channels // groups * spatial
     name = DTYPES[dtype]

@@ -42,15 +42,18 @@ def small_split(monkeypatch):
         ((2, 1280, 16, 16), 32, True),
         ((1, 256, 256, 256), 32, True),  # a VAE decoder: 32 runs of 524288
         ((8, 128, 32, 32), 32, False),  # 256 runs of 4096: enough programs as they are
-        ((8, 320, 64, 64), 32, False),
+        ((8, 640, 32, 32), 32, False),  # 256 runs of 20480 in channels of 1024
         ((2, 64, 16, 16), 8, False),  # runs of 2048: one block each
         ((2, 32, 16, 16), 32, False),
     ],
 )
 def test_the_rule_splits_few_long_runs(shape, groups, split):
-    rows, group_size = shape[0] * groups, shape[1] // groups * int(np.prod(shape[2:]))
+    spatial = int(np.prod(shape[2:]))
+    rows, group_size = shape[0] * groups, shape[1] // groups * spatial
     for dtype in ("float32", "float16", "bfloat16"):
-        assert (launch_rule.split_launch(rows, group_size, dtype, group_size % 16 == 0) is not None) == split
+        assert (
+            launch_rule.split_launch(rows, group_size, spatial, dtype, group_size % 16 == 0) is not None
+        ) == split
 
 
 @pytest.mark.parametrize(
@@ -59,20 +62,44 @@ def test_the_rule_splits_few_long_runs(shape, groups, split):
         ((8, 256, 32, 32), 32, True),  # 256 runs of 8192: one padded 16384-lane block each, whole
         ((16, 128, 64, 64), 32, True),  # 512 runs of 16384
         ((64, 64, 32, 32), 32, False),  # runs of 2048: one block each
-        ((8, 320, 64, 64), 32, False),  # runs of 40960: the split pays only on long channels
+        ((8, 640, 32, 32), 32, False),  # runs of 20480 in channels of 1024
     ],
 )
 def test_16_bit_runs_of_one_to_two_blocks_split_at_any_row_count(shape, groups, split_16_bit):
-    rows, group_size = shape[0] * groups, shape[1] // groups * int(np.prod(shape[2:]))
+    spatial = int(np.prod(shape[2:]))
+    rows, group_size = shape[0] * groups, shape[1] // groups * spatial
     for dtype in ("float16", "bfloat16"):
-        assert (launch_rule.split_launch(rows, group_size, dtype, True) is not None) == split_16_bit
-    assert launch_rule.split_launch(rows, group_size, "float32", True) is None  # (fp32: whole is faster)
+        assert (launch_rule.split_launch(rows, group_size, spatial, dtype, True) is not None) == split_16_bit
+    assert (
+        launch_rule.split_launch(rows, group_size, spatial, "float32", True) is None
+    )  # (fp32: whole is faster)
+
+
+@pytest.mark.parametrize(
+    ("shape", "groups", "split_16_bit", "split_32_bit"),
+    [
+        ((8, 320, 64, 64), 32, True, True),  # 256 runs of 40960 in channels of 4096 (SD UNet at batch 8)
+        ((32, 320, 64, 64), 32, True, True),  # 1024 runs
+        ((16, 64, 128, 128), 32, True, True),  # 512 runs of 32768 in channels of 16384
+        ((8, 320, 4095), 32, False, False),  # channels of one element less than a block
+        ((8, 640, 32, 32), 32, False, False),  # channels of 1024
+        ((16, 128, 64, 64), 32, True, False),  # runs of 16384: fp32 gains nothing from the split
+    ],
+)
+def test_long_runs_of_long_channels_split_at_any_row_count(shape, groups, split_16_bit, split_32_bit):
+    spatial = int(np.prod(shape[2:]))
+    rows, group_size = shape[0] * groups, shape[1] // groups * spatial
+    for dtype, split in (("float16", split_16_bit), ("bfloat16", split_16_bit), ("float32", split_32_bit)):
+        launch = launch_rule.split_launch(rows, group_size, spatial, dtype, group_size % 16 == 0)
+        assert (launch is not None) == split, dtype
+        if split:
+            assert launch_rule.long_channels(spatial, launch.tier), dtype
 
 
 @pytest.mark.parametrize("group_size", [8192, 8193, 10240, 40960, 65535, 262144, 262145, 524288, 1 << 24])
 def test_chunks_cover_each_run_in_whole_blocks(group_size):
     for dtype in ("float32", "bfloat16"):
-        split = launch_rule.split_launch(2, group_size, dtype, False)
+        split = launch_rule.split_launch(2, group_size, 1, dtype, False)
         tier = split.tier
         assert split.chunk % tier.block_n == 0 and split.chunks <= tier.max_chunks
         assert (split.chunks - 1) * split.chunk < group_size <= split.chunks * split.chunk
