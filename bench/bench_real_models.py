@@ -2,9 +2,10 @@
 
 Random-init models (4 layers, hidden 768, batch 8 × 128 tokens, LLaMA-style hidden 1024): GPT-2 (dynamo
 and TorchScript ONNX exports), BERT, ViT, LLaMA, T5 encoder, Whisper encoder, a diffusers UNet2D and a
-diffusers VAE (AutoencoderKL, encode then decode), diffusers' DiT and PixArt transformers (adaptive
-layer norms; the diffusers rows are skipped with the reason where diffusers is missing), the seed at
-N=128 and a per-feature recommendation model, in fp32 and fp16, and bf16 in PyTorch only
+diffusers VAE (AutoencoderKL, encode then decode), both also at sizes whose group norms have channels
+of 4096 and 16384 elements (``unet2d_latent64``, ``vae_image128``), diffusers' DiT and PixArt
+transformers (adaptive layer norms; the diffusers rows are skipped with the reason where diffusers is
+missing), the seed at N=128 and a per-feature recommendation model, in fp32 and fp16, and bf16 in PyTorch only
 (`--dtypes bf16`: ONNX Runtime's CUDA EP lacks many bf16 kernels). Rows: ORT CUDA EP original /
 graphopt (with and without a CUDA graph) / ORT's transformer optimizer / both orders; eager PyTorch,
 torch.compile, graphopt through PyTorch. Writes real_models.json, real_models.md and real_models.png
@@ -152,17 +153,23 @@ class _UNet(torch.nn.Module):
         return self.unet(sample, timestep).sample
 
 
-def unet2d(s):
+def unet2d(s, channels=(128, 256), size=32, in_channels=3):
     from diffusers import UNet2DModel  # (skipped with the reason where diffusers is missing)
 
-    channels = (128, 256) if s is FULL else (32, 64)
+    channels = channels if s is FULL else (32, 64)
     unet = UNet2DModel(
-        sample_size=32, in_channels=3, out_channels=3, layers_per_block=1, block_out_channels=channels,
-        down_block_types=("DownBlock2D", "AttnDownBlock2D"), up_block_types=("AttnUpBlock2D", "UpBlock2D"),
-        norm_num_groups=32,
+        sample_size=size, in_channels=in_channels, out_channels=in_channels, layers_per_block=1,
+        block_out_channels=channels, down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+        up_block_types=("AttnUpBlock2D", "UpBlock2D"), norm_num_groups=32,
     )  # fmt: skip
-    sample = torch.randn(s.batch, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    sample = torch.randn(s.batch, in_channels, size, size, generator=torch.Generator().manual_seed(0))
     return _UNet(unet), (sample, torch.tensor([10])), None
+
+
+def unet2d_latent64(s):
+    """Stable Diffusion 1.5's first two widths (320, 640) on its 64x64 latent: group norms over channels
+    of 4096 elements, 256 rows at batch 8 (classifier-free guidance at batch 4)."""
+    return unet2d(s, channels=(320, 640), size=64 if s is FULL else 16, in_channels=4)
 
 
 class _VAE(torch.nn.Module):
@@ -176,10 +183,10 @@ class _VAE(torch.nn.Module):
         return self.vae.decode(self.vae.encode(sample).latent_dist.mode()).sample
 
 
-def vae(s):
+def vae(s, full_size=64):
     from diffusers import AutoencoderKL  # (skipped with the reason where diffusers is missing)
 
-    channels, size = ((128, 256), 64) if s is FULL else ((32, 64), 16)
+    channels, size = ((128, 256), full_size) if s is FULL else ((32, 64), 16)
     autoencoder = AutoencoderKL(
         in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
         up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=channels, layers_per_block=1,
@@ -187,6 +194,11 @@ def vae(s):
     )  # fmt: skip
     sample = torch.randn(s.batch, 3, size, size, generator=torch.Generator().manual_seed(0))
     return _VAE(autoencoder), (sample,), None
+
+
+def vae_image128(s):
+    """The VAE on 128x128 images: group norms over channels of 16384 elements, 256 rows at batch 8."""
+    return vae(s, full_size=128)
 
 
 def _diffusion_transformer(s) -> dict:
@@ -264,7 +276,9 @@ MODELS = {
     "t5_encoder": t5_encoder,
     "whisper_encoder": whisper_encoder,
     "unet2d": unet2d,
+    "unet2d_latent64": unet2d_latent64,
     "vae": vae,
+    "vae_image128": vae_image128,
     "dit": dit,
     "pixart": pixart,
     "seed_n128": seed,
