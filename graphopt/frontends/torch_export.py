@@ -24,7 +24,7 @@ from .fx_source import Attr, PlaceholderSource, Ref
 from .pt2_read import read_pt2
 from .torch_arrays import to_numpy
 from .torch_calls import Env, read_call, value_type
-from .torch_evaluate import evaluate_torch_node
+from .torch_evaluate import dtype_only_inputs, evaluate_torch_node, evaluate_torch_region
 from .torch_state import mutated_targets
 
 _CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
@@ -71,7 +71,13 @@ class _Reader:
 
     def read(self) -> Graph:
         graph = self.graph
-        graph.meta.update(frontend="torch", torch_program=self.program, evaluate=evaluate_torch_node)
+        graph.meta.update(
+            frontend="torch",
+            torch_program=self.program,
+            evaluate=evaluate_torch_node,
+            evaluate_region=evaluate_torch_region,
+            dtype_only_inputs=dtype_only_inputs,
+        )
         graph.meta["torch_placeholders"] = self.held
         functional = functional_forms(self.fx_graph)
         for node in self.fx_graph.nodes:

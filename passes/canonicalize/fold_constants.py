@@ -8,6 +8,11 @@ became constants are read into attributes (``fold_shape_inputs``' rules), which 
 those slices and views known in turn: the ``Shape`` nodes after them fold in the next round. Rounds
 go on until one folds nothing (torchvision's Swin from the TorchScript exporter takes five, each
 shifted window's slices computed from the shapes of the last).
+
+A tensor that in-place ops write is no constant node by node; where the program makes it fresh and
+fills it from constants (Swin's shifted-window mask in a torch.export program), the frontend runs the
+whole region in order (``graph.meta["evaluate_region"]``) and what is read of it after becomes
+constants (filled_tensors finds the regions).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from graphopt.ir import Graph, Op, Tensor, constant_of, infer_outputs, record_or
 from graphopt.ir.ops import VIEWS
 from graphopt.rewrite import Pass, RewriteStats, count_rewrite, may_rewrite
 
+from .filled_tensors import filled_tensors
 from .fold_shape_inputs import PASS as FOLD_SHAPE_INPUTS
 
 log = logging.getLogger(__name__)
@@ -37,9 +43,10 @@ def run(graph: Graph) -> RewriteStats:
     stats = RewriteStats()
     budget = [GROWTH_LIMIT]  # (bytes that folding may still add, over all rounds)
     for _ in range(MAX_ROUNDS):
-        folded = stats.counts["fold_constant"]
+        folded = stats.counts["fold_constant"] + stats.counts["fold_filled_tensor"]
         _fold(graph, stats, budget)
-        if stats.counts["fold_constant"] == folded or not may_rewrite():
+        _fold_filled(graph, stats, budget)
+        if stats.counts["fold_constant"] + stats.counts["fold_filled_tensor"] == folded or not may_rewrite():
             break
         graph.remove_dead(keep_constants=True)
         refine_shapes(graph)
@@ -54,13 +61,14 @@ def run(graph: Graph) -> RewriteStats:
 def _fold(graph: Graph, stats: RewriteStats, budget: list[int]) -> None:
     """One sweep over the graph, folding every node whose inputs are constants by now."""
     evaluate_opaque = graph.meta.get("evaluate")
+    dtype_only = graph.meta.get("dtype_only_inputs", _no_inputs)
     written = _written_in_place(graph)
     for node in graph:
         if node.op == Op.CONSTANT or node.meta.get("side_effects") or not node.outputs:
             continue
         if node in written:
             continue  # a fresh tensor an in-place op then writes to (maybe through a view) is no constant
-        arrays = _static_inputs(node)
+        arrays = _static_inputs(node, dtype_only(node))
         if arrays is None:
             continue
         inputs = [v for v in node.inputs if v is not None]
@@ -98,6 +106,59 @@ def _fold(graph: Graph, stats: RewriteStats, budget: list[int]) -> None:
         stats.counts["fold_constant"] += 1
 
 
+def _fold_filled(graph: Graph, stats: RewriteStats, budget: list[int]) -> None:
+    """Folds the tensors made fresh and filled in place whose calls read only constants (and the dtype
+    of what else they read), as far as the frontend can run them."""
+    evaluate_region = graph.meta.get("evaluate_region")
+    if evaluate_region is None:
+        return
+    dtype_only = graph.meta.get("dtype_only_inputs", _no_inputs)
+    for region in filled_tensors(graph):
+        arrays = _region_inputs(region.nodes, dtype_only)
+        sizes = [_bytes(v) for v in (region.nodes[0].output, *region.read)]
+        # (the evaluation makes the whole tensor, however little of it is read: that is bounded too)
+        if arrays is None or None in sizes or sizes[0] > GROWTH_LIMIT:
+            continue
+        in_bytes = sum(constant_of(v).nbytes for v in arrays if constant_of(v) is not None)
+        out_bytes = sum(sizes[1:])
+        if out_bytes - in_bytes > budget[0]:
+            continue
+        if not may_rewrite():
+            break
+        try:
+            results = evaluate_region(region.nodes, arrays, region.read)
+        except Exception as error:  # a region the evaluator cannot run stays as it is
+            log.info("not folding the tensor %r filled in place: %s", region.nodes[0].name, error)
+            continue
+        if results is None:
+            continue
+        for value, array in zip(region.read, results, strict=True):
+            constant = graph.add_constant(Tensor.from_array(array, value.dtype), f"{value.name}_folded")
+            record_origins(constant, arrays)
+            graph.replace_all_uses(value, constant, new_is_earlier=True)
+        for node in reversed(region.nodes):
+            graph.erase(node)
+        budget[0] -= max(out_bytes - in_bytes, 0)
+        count_rewrite("fold_filled_tensor", region.nodes[0].name)
+        stats.counts["fold_filled_tensor"] += 1
+
+
+def _region_inputs(nodes: list, dtype_only) -> dict | None:
+    """An array for each value ``nodes`` read from outside them, or None where one is no constant
+    (and not read for its dtype alone by every node that reads it)."""
+    members = set(nodes)
+    arrays = {}
+    for node in nodes:
+        for k, value in enumerate(node.inputs):
+            if value is None or value.producer in members:
+                continue
+            array = _input_array(node, k, dtype_only(node))
+            if array is None:
+                return None
+            arrays[value] = array
+    return arrays
+
+
 def _written_in_place(graph: Graph) -> set:
     """Nodes whose output an in-place op may write: the producer of each mutating node's first input
     and, through views (which alias their input), the producers above it. A producer that computes a
@@ -116,23 +177,32 @@ def _written_in_place(graph: Graph) -> set:
     return written
 
 
-def _static_inputs(node) -> list[np.ndarray] | None:
-    """The node's input arrays when all are constants; for Shape, when the shape is static."""
+def _static_inputs(node, dtype_only: frozenset[int] = frozenset()) -> list[np.ndarray] | None:
+    """The node's input arrays when all are constants or read for their dtype only (``dtype_only``);
+    for Shape, when the shape is static."""
     if node.op == Op.SHAPE:
         x = node.input(0)
         if x.static_shape is None:
             return None
         return [np.broadcast_to(np.zeros((), np.uint8), x.static_shape)]  # a shape without the memory
-    arrays = []
-    for value in node.inputs:
-        if value is None:
-            arrays.append(None)
-            continue
-        tensor = constant_of(value)
-        if tensor is None:
-            return None
-        arrays.append(tensor.numpy())
+    arrays = [None if v is None else _input_array(node, k, dtype_only) for k, v in enumerate(node.inputs)]
+    if any(a is None and v is not None for a, v in zip(arrays, node.inputs, strict=True)):
+        return None
     return arrays
+
+
+def _input_array(node, k: int, dtype_only: frozenset[int]) -> np.ndarray | None:
+    value = node.input(k)
+    tensor = constant_of(value)
+    if tensor is not None:
+        return tensor.numpy()
+    if k in dtype_only and value.dtype is not None:
+        return np.zeros((), value.dtype.numpy)  # (a stand-in: the node reads nothing else of it)
+    return None
+
+
+def _no_inputs(node) -> frozenset[int]:
+    return frozenset()
 
 
 def _bytes(value) -> int | None:
