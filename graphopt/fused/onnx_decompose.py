@@ -3,8 +3,15 @@
 These are the bodies of the model-local fallback functions (``graphopt.fused.onnx_functions``). A
 function body cannot branch on attribute values or on which optional inputs are present, so each
 body is built for one ``Variant``; each op's ``decompose.py`` builds its body from the pieces here
-(``Body``, ``normalize``, ``activate``). Statistics and arithmetic run in float32: inputs are cast up
-on entry and the results cast back to X's element type.
+(``Body``, ``normalize``, ``activate``).
+
+Where a standard op computes the statistics (LayerNormalization, RMSNormalization and
+InstanceNormalization keep them in float32 whatever X's type), the body computes in X's element type,
+as the graph the exporters write does: ONNX Runtime then runs the ops the original ran, at their cost.
+With casts to float32 around them, fp16 BERT and GPT-2 took 1.30x the original's time in its CUDA EP
+without graphopt's library (bench/results/2026-11-28-h200d/without_library). Where the statistics are
+spelled out in ReduceMean (opsets before those ops), inputs are cast up to float32 on entry and the
+results cast back to X's element type.
 """
 
 from __future__ import annotations
@@ -63,6 +70,12 @@ class Body:
     def __init__(self, variant: Variant):
         self.variant = variant
         self.nodes: list[onnx.NodeProto] = []
+        self.in_input_type = False  # computing in X's element type (not float32): compute_in_input_type
+
+    def compute_in_input_type(self) -> None:
+        """From here on, ``to_compute`` brings operands to X's element type instead of float32: for
+        bodies whose statistics a standard op keeps in float32 by itself."""
+        self.in_input_type = True
 
     def op(self, op_type: str, *inputs: str, output: str | None = None, **attrs) -> str:
         name = output or f"t{len(self.nodes)}"
@@ -70,13 +83,25 @@ class Body:
         return name
 
     def const(self, value: float) -> str:
-        return self.op("Constant", value_float=float(value))
+        """A scalar in the compute type."""
+        scalar = self.op("Constant", value_float=float(value))
+        return self.to_compute(scalar) if self.in_input_type else scalar
 
     def ints(self, values) -> str:
         return self.op("Constant", value_ints=list(values))
 
     def to_float(self, name: str) -> str:
         return self.op("Cast", name, to=TensorProto.FLOAT)
+
+    def to_compute(self, name: str) -> str:
+        """``name`` in the type the body computes in: float32, or X's element type."""
+        if not self.in_input_type:
+            return self.to_float(name)
+        if name == "X":
+            return name
+        if self.variant.opset >= CAST_LIKE_OPSET:
+            return self.op("CastLike", name, "X")
+        return self.op("Cast", name, to=self.variant.elem_type)
 
     def back_to_input_type(self, name: str, output: str) -> str:
         if self.variant.opset >= CAST_LIKE_OPSET:
@@ -89,10 +114,11 @@ class Body:
         return self.op("ReduceMean", x, axes=list(axes), keepdims=1)
 
     def ones_like_trailing(self, x: str, axis: int) -> str:
-        """Float32 ones of shape x.shape[axis:] (a Scale for ops that require one)."""
+        """Ones of shape x.shape[axis:] in the compute type (a Scale for ops that require one)."""
         shape = self.op("Shape", x, start=axis)
         one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
-        return self.op("ConstantOfShape", shape, value=one)
+        ones = self.op("ConstantOfShape", shape, value=one)
+        return self.to_compute(ones) if self.in_input_type else ones
 
 
 def _normalize_by_reduction(body: Body, s: str, norm: Norm, eps: float, axis: int) -> str:
@@ -113,8 +139,14 @@ def _normalize_by_reduction(body: Body, s: str, norm: Norm, eps: float, axis: in
     return y
 
 
+def has_norm_op(variant: Variant) -> bool:
+    """Whether the variant's norm is one standard op at its opset (which keeps float32 statistics)."""
+    norm = variant.attr("norm")
+    return variant.opset >= (LAYER_NORM_OPSET if norm is Norm.LAYER else RMS_NORM_OPSET)
+
+
 def normalize(body: Body, s: str, scale: str | None, bias: str | None, axis: int) -> str:
-    """norm(s) * scale + bias in float32, with the variant's ``norm`` and ``epsilon``."""
+    """norm(s) * scale + bias in the compute type, with the variant's ``norm`` and ``epsilon``."""
     v = body.variant
     norm, epsilon = v.attr("norm"), v.attr("epsilon")
     if norm is Norm.LAYER and v.opset >= LAYER_NORM_OPSET:
@@ -159,22 +191,23 @@ def activate(body: Body, kind: Activation, z: str) -> str:
 
 
 def normalized_input(body: Body) -> tuple[str, list[str]]:
-    """X in float32, or X + Residual rounded to X's type (written as ResidualSum) where the variant
-    adds one, as the unfused graph computes it; and the outputs the body produces."""
-    s = body.to_float("X")
+    """X in the compute type, or X + Residual rounded to X's type (written as ResidualSum) where the
+    variant adds one, as the unfused graph computes it; and the outputs the body produces."""
+    s = body.to_compute("X")
     outputs = ["Y"]
     if "Residual" in body.variant.present:
         # Rounded to storage precision and normalized from there, as the unfused graph would.
-        s = body.back_to_input_type(body.op("Add", s, body.to_float("Residual")), "ResidualSum")
+        s = body.back_to_input_type(body.op("Add", s, body.to_compute("Residual")), "ResidualSum")
         if "ResidualSum" in body.variant.present:
             outputs.append("ResidualSum")
-        s = body.to_float(s)
+        if not body.in_input_type:
+            s = body.to_float(s)
     return s, outputs
 
 
-def optional_float(body: Body, name: str) -> str | None:
-    """Input ``name`` cast to float32, or None when the variant leaves it out."""
-    return body.to_float(name) if name in body.variant.present else None
+def optional_operand(body: Body, name: str) -> str | None:
+    """Input ``name`` in the compute type, or None when the variant leaves it out."""
+    return body.to_compute(name) if name in body.variant.present else None
 
 
 def decompose(variant: Variant) -> tuple[list[onnx.NodeProto], list[str]]:

@@ -76,6 +76,17 @@ def original_outputs(model, feeds, dtype: str) -> np.ndarray | None:
     return run(model, feeds, use_library=False) if dtype == "float16" else None
 
 
+def with_and_without_library(optimized, feeds, dtype: str) -> list[np.ndarray]:
+    """The optimized model's outputs with the library and, where the original runs, without it (its
+    fallback function computes in X's type, as the original does: in bfloat16 ORT's CPU provider runs
+    neither)."""
+    if dtype == "bfloat16":
+        with pytest.raises(Exception, match="NOT_IMPLEMENTED"):
+            run(optimized, feeds, use_library=False)
+        return [run(optimized, feeds, use_library=True)]
+    return [run(optimized, feeds, use_library) for use_library in (True, False)]
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_sum_is_rounded_before_the_norm(dtype):
     feeds = offset_inputs(dtype)
@@ -86,8 +97,8 @@ def test_sum_is_rounded_before_the_norm(dtype):
     original = original_outputs(model, feeds, dtype)
     if original is not None:
         assert_close(original, expected, dtype)
-    for use_library in (True, False):
-        assert_close(run(optimized, feeds, use_library), expected, dtype)
+    for y in with_and_without_library(optimized, feeds, dtype):
+        assert_close(y, expected, dtype)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -103,7 +114,6 @@ def test_sum_that_overflows_gives_nan_rows(dtype):
     original = original_outputs(model, feeds, dtype)
     if original is not None:
         np.testing.assert_array_equal(np.isnan(original), np.isnan(expected))
-    for use_library in (True, False):
-        y = run(optimized, feeds, use_library)
+    for y in with_and_without_library(optimized, feeds, dtype):
         np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
         assert_close(y[1:], expected[1:], dtype)

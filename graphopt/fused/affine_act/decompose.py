@@ -1,4 +1,5 @@
-"""AffineAct's ONNX fallback body: standard ops, float32 arithmetic, for one attribute combination.
+"""AffineAct's ONNX fallback body: standard ops in X's element type (as the unfused graph computes:
+a batch norm or a bias add, then the activation), for one attribute combination.
 
 Scale and Bias are [C] vectors: for a channel axis counted from the end the body reshapes them
 to [C, 1, ...] with a constant shape; for one counted from the front it reads the number of trailing
@@ -30,13 +31,14 @@ def _on_channel(body, vector: str, axis: int) -> str:
 
 
 def body(b: Body) -> list[str]:
-    """Appends ``Y = act(float(X) * Scale + Bias)`` cast back to X's type; returns the outputs."""
+    """Appends ``Y = act(X * Scale + Bias)``; returns the outputs."""
     v = b.variant
     axis = v.attr("axis")
-    z = b.to_float("X")
+    b.compute_in_input_type()
+    z = b.to_compute("X")
     if "Scale" in v.present:
-        z = b.op("Mul", z, _on_channel(b, b.to_float("Scale"), axis))
+        z = b.op("Mul", z, _on_channel(b, b.to_compute("Scale"), axis))
     if "Bias" in v.present:
-        z = b.op("Add", z, _on_channel(b, b.to_float("Bias"), axis))
+        z = b.op("Add", z, _on_channel(b, b.to_compute("Bias"), axis))
     b.back_to_input_type(activate(b, v.attr("activation"), z), "Y")
     return ["Y"]
