@@ -113,12 +113,13 @@ class Body:
             return self.op("ReduceMean", x, self.ints(axes), keepdims=1)
         return self.op("ReduceMean", x, axes=list(axes), keepdims=1)
 
-    def ones_like_trailing(self, x: str, axis: int) -> str:
-        """Ones of shape x.shape[axis:] in the compute type (a Scale for ops that require one)."""
+    def filled_like_trailing(self, x: str, axis: int, value: float) -> str:
+        """``value`` in the shape x.shape[axis:], in the compute type (a Scale or Bias for ops that
+        require or are assumed to have one)."""
         shape = self.op("Shape", x, start=axis)
-        one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
-        ones = self.op("ConstantOfShape", shape, value=one)
-        return self.to_compute(ones) if self.in_input_type else ones
+        fill = helper.make_tensor("fill", TensorProto.FLOAT, [1], [value])
+        filled = self.op("ConstantOfShape", shape, value=fill)
+        return self.to_compute(filled) if self.in_input_type else filled
 
 
 def _normalize_by_reduction(body: Body, s: str, norm: Norm, eps: float, axis: int) -> str:
@@ -150,11 +151,13 @@ def normalize(body: Body, s: str, scale: str | None, bias: str | None, axis: int
     v = body.variant
     norm, epsilon = v.attr("norm"), v.attr("epsilon")
     if norm is Norm.LAYER and v.opset >= LAYER_NORM_OPSET:
-        scale = scale or body.ones_like_trailing(s, axis)
-        inputs = (s, scale, bias) if bias else (s, scale)
-        return body.op("LayerNormalization", *inputs, axis=axis, epsilon=epsilon)
+        # (a zero Bias where there is none: ONNX Runtime's transformer optimizer, which inlines these
+        # functions, reads a LayerNormalization's third input unconditionally and fails without it)
+        scale = scale or body.filled_like_trailing(s, axis, 1.0)
+        bias = bias or body.filled_like_trailing(s, axis, 0.0)
+        return body.op("LayerNormalization", s, scale, bias, axis=axis, epsilon=epsilon)
     if norm is Norm.RMS and v.opset >= RMS_NORM_OPSET:
-        scale = scale or body.ones_like_trailing(s, axis)
+        scale = scale or body.filled_like_trailing(s, axis, 1.0)
         y = body.op("RMSNormalization", s, scale, axis=axis, epsilon=epsilon)
     else:
         y = _normalize_by_reduction(body, s, norm, epsilon, axis)
