@@ -12,11 +12,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..fused.registry import FUSED_OPS, by_ir_op
-from ..fused.spec import DOMAIN
+from ..fused.registry import FUSED_OPS
 from ..ir import DType, Graph, GraphError, Node, Op, Tensor
 from ..ir.ops import BINARY_POINTWISE
-from . import embedding_bag_emit, group_norm_emit, jagged_bag_emit
+from . import embedding_bag_emit, fused_emit, group_norm_emit, jagged_bag_emit
 
 
 class Emitter:
@@ -345,13 +344,6 @@ def _linear(e: Emitter, node: Node) -> None:
     e.node("Add", [product, bias], _outs(node), name=node.name)
 
 
-def _fused(e: Emitter, node: Node) -> None:
-    """A fused op as its node of the graphopt domain, attributes under their ONNX names."""
-    op = by_ir_op(node.op)
-    attrs = {a.name: a.value_type(node.attrs[a.ir_name]) for a in op.attributes if a.ir_name in node.attrs}
-    e.node(op.name, node.inputs, _outs(node), name=node.name, domain=DOMAIN, **attrs)
-
-
 _BINARY_TYPES = {Op.ADD: "Add", Op.SUB: "Sub", Op.MUL: "Mul", Op.DIV: "Div", Op.POW: "Pow"}
 _UNARY_TYPES = {
     Op.IDENTITY: "Identity",
@@ -394,5 +386,5 @@ _EMITTERS: dict[str, Callable[[Emitter, Node], None]] = {
     Op.SILU: _silu,
     Op.RSQRT: _rsqrt,
     Op.LINEAR: _linear,
-    **{op.ir_op: _fused for op in FUSED_OPS},
+    **{op.ir_op: fused_emit.emit_fused for op in FUSED_OPS},
 }
