@@ -25,8 +25,8 @@ CASES = {
     "per_feature_linears": ((32, 3, 64), (32, 1, 64), (32, 1, 64), (32, 4, 64), (32, 1, 4), None),
     "everything": ((6, 5, 40), (6, 1, 40), (6, 1, 40), (6, 3, 40), (6, 1, 3), (5, 40)),
     "inner_slices": ((2, 4, 3, 24), (4, 1, 24), None, (4, 2, 24), (4, 1, 2), (2, 4, 3, 24)),
-    # 20 outputs: the CPU kernel's wide path (transposed matrices, blocks of 16 outputs, rows in pairs),
-    # each feature's 3 rows a pair and a single
+    # 20 outputs: the CPU kernel's output groups (five of four), each feature's 3 rows one register
+    # block padded to four (test_ort_norm_act_linear_blocks.py covers the blocks at every width)
     "per_feature_wide_linears": ((8, 3, 40), (8, 1, 40), (8, 1, 40), (8, 20, 40), (8, 1, 20), (3, 40)),
 }
 

@@ -1,6 +1,6 @@
-// Row primitives of the CPU kernels (cpu_norm_act.cc, cpu_norm_act_linear.cc): conversion of a row
-// between its storage type and float, the normalization, the activations and a small matrix
-// product, plus per-thread scratch and chunking. The kernels are plain loops over rows calling
+// Row primitives of the CPU kernels (the fused ops' ort_cpu.cc): conversion of a row between its
+// storage type and float, the normalization and the activations, plus per-thread scratch and
+// chunking. (NormActLinear's rows and matrix product: cpu_norm_linear.h.) The kernels are plain loops over rows calling
 // these; each primitive is compiled once per instruction set (GRAPHOPT_CPU_CLONES, cpu_target.h),
 // the dispatch costing one indirect call per row.
 #pragma once
@@ -36,18 +36,6 @@ void RoundRow(DType dtype, float* v, int64_t n);
 // v <- activation(norm(v) * scale + bias), in place, statistics in float.
 void NormalizeRow(const RowNorm& rn, float* v, int64_t n);
 void Activate(Activation activation, float* v, int64_t n);
-
-// out[j * k_out + k] = dot(hidden[j * d : (j + 1) * d], weight[k * d : (k + 1) * d]) + bias[k]
-// for j < tile, k < k_out; bias may be null. A layer of WideOutputs(k_out) reads `transposed`
-// (TransposeWeight of `weight`) instead of `weight`; others pass null.
-void MultiplyTile(const float* hidden, int64_t tile, int64_t d, const float* weight, const float* transposed,
-                  const float* bias, int64_t k_out, float* out);
-// Whether a layer of k_out outputs accumulates each row's outputs together from the transposed weight.
-bool WideOutputs(int64_t k_out);
-// The floats of a transposed weight: d rows of k_out outputs, padded.
-int64_t TransposedSize(int64_t k_out, int64_t d);
-// weight [k_out, d] as the wide path reads it, [d, k_out padded] with zeros past k_out, into `out`.
-void TransposeWeight(const float* weight, int64_t k_out, int64_t d, float* out);
 
 // A per-thread float buffer of at least n floats, reused across rows and calls so the hot loop
 // never allocates. `slot` (0 or 1) keeps apart the buffers that one chunk needs at the same time.

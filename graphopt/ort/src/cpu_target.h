@@ -6,12 +6,26 @@
 // AVX-512 machines get 3-4x faster activations and conversions. Everything those functions call
 // in their loops is GRAPHOPT_INLINE, so it is compiled into each clone; a helper left out of
 // line would run its baseline code.
+//
+// Kernels written with explicit vectors, whose width differs per instruction set
+// (cpu_norm_linear.cc), are instead compiled once per width, inside `#pragma GCC target` regions
+// where GRAPHOPT_X86_MULTIVERSION is 1, and pick one at run time with __builtin_cpu_supports.
 #pragma once
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define GRAPHOPT_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define GRAPHOPT_X86_MULTIVERSION 1
 #else
 #define GRAPHOPT_CPU_CLONES
+#define GRAPHOPT_X86_MULTIVERSION 0
+#endif
+
+// GRAPHOPT_SHUFFLE(mask_type, a, b, i...): lanes i... of a and b side by side (GCC's
+// __builtin_shuffle, Clang's __builtin_shufflevector; GCC has the latter only from 12).
+#if defined(__clang__)
+#define GRAPHOPT_SHUFFLE(mask_type, a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define GRAPHOPT_SHUFFLE(mask_type, a, b, ...) __builtin_shuffle(a, b, mask_type{__VA_ARGS__})
 #endif
 
 #if defined(__GNUC__)
