@@ -84,14 +84,17 @@ class Body:
 
     def const(self, value: float) -> str:
         """A scalar in the compute type."""
-        scalar = self.op("Constant", value_float=float(value))
-        return self.to_compute(scalar) if self.in_input_type else scalar
+        return self.from_float(self.op("Constant", value_float=float(value)))
 
     def ints(self, values) -> str:
         return self.op("Constant", value_ints=list(values))
 
     def to_float(self, name: str) -> str:
         return self.op("Cast", name, to=TensorProto.FLOAT)
+
+    def from_float(self, name: str) -> str:
+        """A float32 value (a constant, a weight transposed in float32) in the compute type."""
+        return self.to_compute(name) if self.in_input_type else name
 
     def to_compute(self, name: str) -> str:
         """``name`` in the type the body computes in: float32, or X's element type."""
@@ -122,8 +125,7 @@ class Body:
         require or are assumed to have one)."""
         shape = self.op("Shape", x, start=axis)
         fill = helper.make_tensor("fill", TensorProto.FLOAT, [1], [value])
-        filled = self.op("ConstantOfShape", shape, value=fill)
-        return self.to_compute(filled) if self.in_input_type else filled
+        return self.from_float(self.op("ConstantOfShape", shape, value=fill))
 
 
 def _normalize_by_reduction(body: Body, s: str, scale: str | None, bias: str | None, axis: int) -> str:
@@ -227,6 +229,17 @@ def normalized_input(body: Body) -> tuple[str, list[str]]:
 def optional_operand(body: Body, name: str) -> str | None:
     """Input ``name`` in the compute type, or None when the variant leaves it out."""
     return body.to_compute(name) if name in body.variant.present else None
+
+
+def activated_norm(body: Body, axis: int) -> tuple[str, list[str]]:
+    """act(norm(X [+ Residual]) * Scale + Bias) over [axis, rank), in X's type where the norm is one
+    standard op, else in float32; and the outputs the body produces (NormAct's and NormActLinear's)."""
+    v = body.variant
+    if has_norm_op(v):
+        body.compute_in_input_type()
+    s, outputs = normalized_input(body)
+    scale, bias = optional_operand(body, "Scale"), optional_operand(body, "Bias")
+    return activate(body, v.attr("activation"), normalize(body, s, scale, bias, axis)), outputs
 
 
 def decompose(variant: Variant) -> tuple[list[onnx.NodeProto], list[str]]:

@@ -26,7 +26,7 @@ def body(b: Body) -> list[str]:
     rows = b.op("Reshape", s, b.ints([0, 0, -1]))
     grouped = b.op("Reshape", rows, b.ints([0, groups, -1]))
     ones, zeros = (
-        b.to_compute(
+        b.from_float(
             b.op("Constant", value=helper.make_tensor(name, TensorProto.FLOAT, [groups], [value] * groups))
         )
         for name, value in (("ones", 1.0), ("zeros", 0.0))

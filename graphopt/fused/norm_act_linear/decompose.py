@@ -3,28 +3,17 @@ where there is one), then MatMul with the weight's matrices transposed."""
 
 from __future__ import annotations
 
-from graphopt.fused.onnx_decompose import (
-    Body,
-    activate,
-    has_norm_op,
-    normalize,
-    normalized_input,
-    optional_operand,
-)
+from graphopt.fused.onnx_decompose import Body, activate, activated_norm
 
 
 def body(b: Body) -> list[str]:
     v = b.variant
-    if has_norm_op(v):
-        b.compute_in_input_type()
-    s, outputs = normalized_input(b)
-    scale, bias = optional_operand(b, "Scale"), optional_operand(b, "Bias")
-    hidden = activate(b, v.attr("activation"), normalize(b, s, scale, bias, -1))
+    hidden, outputs = activated_norm(b, -1)
     # (the last two dims swapped whatever the weight's rank: [K, D] or one matrix per slice; MatMul
     # then broadcasts the slices as the batched matmul it replaced did)
     # (Einsum in float32, which every runtime has it for; the weight is small)
     weight_t = b.op("Einsum", b.to_float("Weight"), equation="...kd->...dk")
-    y = b.op("MatMul", hidden, b.to_compute(weight_t) if b.in_input_type else weight_t)
+    y = b.op("MatMul", hidden, b.from_float(weight_t))
     if "LinearBias" in v.present:
         y = b.op("Add", y, b.to_compute("LinearBias"))
     b.back_to_input_type(activate(b, v.attr("out_activation"), y), "Y")
