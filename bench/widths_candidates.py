@@ -36,14 +36,18 @@ def two_pieces(d: int) -> tuple[int, int] | None:
 
 def shapes(block_cols: int, count: int, skip: tuple[int, int] | None = None) -> list[tuple[int, int]]:
     """Up to ``count`` (block_m, num_warps) with block_m * block_cols / (32 * num_warps) values per
-    thread within 8 to 32, nearest 16 first (then fewer rows per program)."""
+    thread within 8 to 32, nearest 16 first (then fewer rows per program); then every one-warp shape
+    of 8 to 48 values a thread not among them: a one-warp program's row sums need no barrier between
+    warps, which short 16-bit rows, bound by instruction issue, may pay for in registers."""
     found = []
     for m in (1, 2, 4, 8):
         for w in (1, 2, 4, 8, 16):
             per_thread = m * block_cols / (32 * w)
             if 8 <= per_thread <= 32 and (m, w) != skip:
                 found.append((abs(math.log2(per_thread / 16)), m, w))
-    return [(m, w) for _, m, w in sorted(found)[:count]]
+    picked = [(m, w) for _, m, w in sorted(found)[:count]]
+    one_warp = [(m, 1) for m in (1, 2, 4) if 8 <= m * block_cols / 32 <= 48 and (m, 1) != skip]
+    return picked + [shape for shape in one_warp if shape not in picked]
 
 
 def _norm_act_masked(data, at, m, w, n, exact, tail=0):
@@ -62,6 +66,25 @@ def _norm_act_masked(data, at, m, w, n, exact, tail=0):
             x, r, w_, b_, out["y"], out.get("sum", out["y"]), rows, d, d, d, c.eps, int(Norm.LAYER), act,
             int(c.affine), int(c.affine), int(c.residual), 1, 1, 1, 1, 1, rows,
             BLOCK_M=m, BLOCK_N=n, ITERS=1, LOOPED=False, EVEN=exact, TAIL_N=tail, num_warps=w,
+        )  # fmt: skip
+        return tuple(out.values())
+
+    return [lambda i=i: call(i) for i in at]
+
+
+def _norm_act_chunked(data, at, m, w, p, chunks):
+    """bench/probe_chunked_rows.py's kernel on m rows of chunks x p columns a program."""
+    from bench.probe_chunked_rows import chunked_norm_act_kernel
+
+    c, params, x0 = data.case, data.params, data.inputs[0]["x"]
+    grid = (triton.cdiv(x0.shape[0], m),)
+    act = int(Activation.parse(c.activation))
+
+    def call(i):
+        x, out = data.inputs[i]["x"], data.outputs[i]
+        chunked_norm_act_kernel[grid](
+            x, params["scale"], params["bias"], out["y"], x.shape[0], c.eps, act,
+            BLOCK_M=m, P=p, CHUNKS=chunks, num_warps=w,
         )  # fmt: skip
         return tuple(out.values())
 
@@ -89,6 +112,29 @@ def _norm_act_linear_masked(data, at, m, w, n):
     return [lambda i=i: call(i) for i in at]
 
 
+def chunkings(d: int) -> list[tuple[int, int]]:
+    """(chunks, chunk columns) with chunks odd and at least 3 and the chunk a power of two of at least
+    64 columns whose product is d (768 = 3 x 256, 640 = 5 x 128), or none."""
+    found = []
+    for chunks in (3, 5, 7):
+        p = d // chunks
+        if d % chunks == 0 and p >= 64 and p & (p - 1) == 0:
+            found.append((chunks, p))
+    return found
+
+
+def chunked_shapes(chunks: int, p: int, count: int) -> list[tuple[int, int]]:
+    """Up to ``count`` (rows per program, num_warps): tiles of 16 or 32 chunk rows (rows * chunks of
+    them hold chunks), 8 to 32 values a thread, nearest 16 first."""
+    found = []
+    for tile in (16, 32):
+        for w in (1, 2, 4, 8, 16):
+            per_thread = tile * p / (32 * w)
+            if 8 <= per_thread <= 32 and tile // chunks >= 1:
+                found.append((abs(math.log2(per_thread / 16)), tile, tile // chunks, w))
+    return [(m, w) for _, _, m, w in sorted(found)[:count]]
+
+
 def candidate_calls(data, at: list[int], current: Tier, count: int = 3) -> dict[str, list]:
     """name -> calls of each candidate for the case (widths up to 8192; none for the looped tier)."""
     d = data.case.D
@@ -107,4 +153,8 @@ def candidate_calls(data, at: list[int], current: Tier, count: int = 3) -> dict[
         for m, w in shapes(d, count):
             head, tail = pieces
             found[f"two_piece_m{m}_n{head}+{tail}_w{w}"] = _norm_act_masked(data, at, m, w, head, True, tail)
+    plain_affine = not data.case.linear and data.case.affine and not data.case.residual
+    for chunks, p in chunkings(d) if plain_affine else ():
+        for m, w in chunked_shapes(chunks, p, count):
+            found[f"chunked_m{m}_n{p}x{chunks}_w{w}"] = _norm_act_chunked(data, at, m, w, p, chunks)
     return found

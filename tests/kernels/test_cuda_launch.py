@@ -71,7 +71,9 @@ def stream():
 
 
 @pytest.mark.parametrize("dtype", [0, 1, 2])
-@pytest.mark.parametrize("cols", [1, 16, 100, 256, 1000, 1024, 1536, 4096, 5120, 8192, 8208, 50000])
+@pytest.mark.parametrize(
+    "cols", [1, 16, 100, 256, 768, 1000, 1024, 1280, 1536, 4096, 5120, 8192, 8208, 50000]
+)
 def test_cpp_picks_the_python_variant(harness, dtype, cols):
     for base in (1 << 20, (1 << 20) + 2):  # 16-byte aligned, then not
         aligned = base % 16 == 0 and cols % 16 == 0
@@ -96,7 +98,7 @@ def test_errors_are_messages(harness):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize(("rows", "cols"), [(1000, 256), (33, 1000), (64, 4096), (5, 20000)])
+@pytest.mark.parametrize(("rows", "cols"), [(1000, 256), (77, 768), (33, 1000), (64, 4096), (5, 20000)])
 @pytest.mark.parametrize(
     ("norm", "act", "residual"), [(Norm.LAYER, Activation.GELU, True), (Norm.RMS, Activation.TANH, False)]
 )

@@ -111,6 +111,8 @@ def test_shapes_and_paths(rows, cols, expect):
         (5, 1536, torch.bfloat16, Norm.LAYER, True, None),  # 1024 + 512
         (2, 3072, torch.float16, Norm.LAYER, False, None),  # 2048 + 1024
         (5, 640, torch.bfloat16, Norm.LAYER, True, None),  # 512 + 128, two rows a program
+        (3, 768, torch.float16, Norm.LAYER, True, None),  # 512 + 256, one warp
+        (3, 768, torch.bfloat16, Norm.RMS, False, 784),
         (3, 1280, torch.float16, Norm.RMS, True, 1296),  # 1024 + 256
         (2, 2560, torch.bfloat16, Norm.LAYER, False, None),  # 2048 + 512
         (2, 5120, torch.float16, Norm.LAYER, True, None),  # 4096 + 1024
@@ -128,6 +130,8 @@ def test_rows_read_as_a_head_and_a_tail_tile(rows, cols, dtype, norm, residual, 
 def test_a_head_and_tail_tier_serves_only_its_width_and_shared_operands():
     for cols in (5104, 5136, 8192):
         assert not norm_act_config(8, cols, "float32").tier.tail
+    assert not norm_act_config(8, 768, "float32").tier.tail  # (fp32 rows of 768 keep the padded block)
+    assert not norm_act_config(8, 768, "bfloat16", uniform=1).tier.tail
     assert not norm_act_config(8, 5120, "float32", uniform=1).tier.tail  # per-row scale or bias
     assert not norm_act_config(8, 5120, "float32", aligned=False).tier.tail
     assert norm_act_config(8, 12288, "bfloat16").tier.looped  # (16-bit rows of 12288 measured faster so)

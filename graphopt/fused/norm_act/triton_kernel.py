@@ -276,12 +276,18 @@ _UNALIGNED_SHAPES = ((1024, 2, 4),)
 # 16-bit 640, 1280, 2560 and 5120 (2026-11-28-h100): fp16 4-9% faster through PyTorch and 9-22%
 # through ONNX Runtime, bf16 through ONNX Runtime 11-31% faster (5120 224 -> 154 µs) and through
 # PyTorch 7% faster at 640, the same at 1280 and 5120, 1.6% slower at 2560 (85.0 against 83.7 µs;
-# 1.2% in an earlier run). Not faster: fp32 384, 16-bit 384 and 768 (2026-11-28-h100/cand16), 16-bit
-# 12288 (2-10% slower than the looped tier). Shared operands only.
+# 1.2% in an earlier run). Not faster: fp32 384, 16-bit 384 (2026-11-28-h100/cand16), 16-bit 12288
+# (2-10% slower than the looped tier). Shared operands only.
+# 16-bit 768 (512 + 256) and 1280 (1024 + 256) run on one warp: a 256-column tail on two warps holds 4
+# values a thread, and their 768 tier was 25% slower than the padded block on an H100 (cand16), where one
+# warp, whose row sums need no barrier, is the fastest shape measured. On an H200 at 16384 rows
+# (2026-11-28-h200e, before against after in one lease, both runtimes): NormAct 768 15-20% faster
+# (bf16 23.3 -> 19.8 µs through PyTorch, 25.2 -> 20.3 through ONNX Runtime), 1280 8-26% faster; with a
+# residual, bf16 1280 7-8% faster, 768 between 3.5% faster (bf16) and 3% slower (fp16).
 _TWO_PIECE = {
     4: ((4096, 1024, 1, 8), (8192, 4096, 1, 16)),
-    2: ((512, 128, 2, 2), (1024, 256, 1, 2), (1024, 512, 1, 2), (2048, 512, 1, 4), (2048, 1024, 1, 4),
-        (4096, 1024, 1, 8)),
+    2: ((512, 128, 2, 2), (512, 256, 1, 1), (1024, 256, 1, 1), (1024, 512, 1, 2), (2048, 512, 1, 4),
+        (2048, 1024, 1, 4), (4096, 1024, 1, 8)),
 }  # fmt: skip
 
 
