@@ -10,6 +10,7 @@ attributes they stand for: ``layer_gelu_eps1e-05_axis-1_scale_bias``.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
 
 import onnx
@@ -23,6 +24,7 @@ from graphopt.fused.spec import DOMAIN, DOMAIN_VERSION
 log = logging.getLogger(__name__)
 
 OVERLOAD_IR_VERSION = 10
+MAX_FILL_ELEMENTS = 1 << 16  # larger fills of an absent Scale or Bias stay built from X's shape
 FUSED_OP_BY_NAME = {op.name: op for op in FUSED_OPS}
 
 
@@ -36,13 +38,19 @@ def overload_name(variant: Variant) -> str:
     op = FUSED_OP_BY_NAME[variant.op_name]
     parts = [op.attribute(name).spell(value) for name, value in variant.attrs]
     parts += [p.name.lower() for p in (*op.inputs, *op.outputs) if p.optional and p.name in variant.present]
-    if variant.opset < CAST_LIKE_OPSET:
+    if variant.trailing:
+        parts.append("fill" + "x".join(map(str, variant.trailing)))
+    if variant.opset < CAST_LIKE_OPSET or variant.trailing:
         parts.append(helper.tensor_dtype_to_np_dtype(variant.elem_type).name)
     return "_".join(parts)
 
 
-def variant_of(node: onnx.NodeProto, opset: int, elem_type: int | None = None) -> Variant:
-    """The variant a graphopt node calls for, reading absent attributes as the spec's defaults."""
+Fill = tuple[int, tuple[int, ...]]  # (element type, shape) of a norm's constant Scale or Bias fill
+
+
+def variant_of(node: onnx.NodeProto, opset: int, elem_type: int | None = None, fill: Fill | None = None):
+    """The variant a graphopt node calls for, reading absent attributes as the spec's defaults;
+    ``fill``: ``static_fill``'s finding for the node."""
     op = FUSED_OP_BY_NAME[node.op_type]
     names = {a.name for a in op.attributes}
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name in names}
@@ -60,7 +68,10 @@ def variant_of(node: onnx.NodeProto, opset: int, elem_type: int | None = None) -
             "needs X's element type, which shape inference could not find"
         )
     elem_type = elem_type if opset < CAST_LIKE_OPSET else TensorProto.FLOAT
-    return Variant.of(op, present=present, opset=opset, elem_type=elem_type, **attrs)
+    trailing = ()
+    if fill is not None:
+        elem_type, trailing = fill
+    return Variant.of(op, present=present, opset=opset, elem_type=elem_type, trailing=trailing, **attrs)
 
 
 def build_function(variant: Variant) -> onnx.FunctionProto:
@@ -93,14 +104,15 @@ def attach_functions(model: onnx.ModelProto) -> None:
     if not nodes:
         return
     elem_types = input_elem_types(model) if opset < CAST_LIKE_OPSET else {}
+    tensors = typed_values(model.graph)
     existing = {(f.domain, f.name, f.overload) for f in model.functions}
     added = 0
     variants: dict[tuple, tuple[Variant, str]] = {}  # (thousands of nodes, a few variants)
     for node in nodes:
-        elem_type = elem_types.get(node.input[0])
-        key = variant_key(node, elem_type)
+        elem_type, fill = elem_types.get(node.input[0]), static_fill(node, tensors)
+        key = (*variant_key(node, elem_type), fill)
         if key not in variants:
-            variant = variant_of(node, opset, elem_type)
+            variant = variant_of(node, opset, elem_type, fill)
             variants[key] = (variant, overload_name(variant))
         variant, node.overload = variants[key]
         key = (DOMAIN, node.op_type, node.overload)
@@ -125,6 +137,37 @@ def variant_key(node: onnx.NodeProto, elem_type: int | None) -> tuple:
         tuple(map(bool, node.output)),
         elem_type,
     )
+
+
+def typed_values(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto.Tensor]:
+    """The tensor type of each value the graph declares (its inputs, outputs and value_info; graphopt
+    writes value_info for every value whose shape it knows)."""
+    return {
+        info.name: info.type.tensor_type
+        for info in (*graph.input, *graph.value_info, *graph.output)
+        if info.type.HasField("tensor_type")
+    }
+
+
+def static_fill(node: onnx.NodeProto, tensors: dict) -> Fill | None:
+    """(X's element type, X.shape[axis:]) where the node's body fills in an absent Scale or Bias of a
+    norm (``Variant.trailing``) and ``tensors`` know that shape statically, up to MAX_FILL_ELEMENTS
+    values (one constant per variant); else None."""
+    op = FUSED_OP_BY_NAME[node.op_type]
+    ports = dict(zip((p.name for p in op.inputs), node.input, strict=False))
+    names = {a.name for a in op.attributes}
+    if "norm" not in names or not {"Scale", "Bias"} <= set(ports) or (ports["Scale"] and ports["Bias"]):
+        return None
+    tensor = tensors.get(node.input[0])
+    if tensor is None or not tensor.HasField("shape"):
+        return None
+    given = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    axis = given.get("axis", op.attribute("axis").default if "axis" in names else -1)
+    dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
+    trailing = tuple(dims[axis:]) if -len(dims) <= axis < len(dims) else ()
+    if not trailing or 0 in trailing or math.prod(trailing) > MAX_FILL_ELEMENTS:
+        return None
+    return tensor.elem_type, trailing
 
 
 def default_opset(model: onnx.ModelProto) -> int:
