@@ -1,4 +1,5 @@
-"""Derives the GELU polynomials of graphopt/kernels/activations.py for 16-bit results.
+"""Derives the GELU polynomials of graphopt/kernels/activations.py for 16-bit results, and the CPU
+kernels' float one (graphopt/ort/src/vector_math.h, degree 10).
 
 GELU(x) = x * Phi(x), with Phi(-a) = 2^p(a) on 0 <= a <= 6. A fit of log2(Phi(-a)) that is minimax
 in the log2 domain makes the error relative, in the far negative tail too (an error d in p is a

@@ -12,7 +12,6 @@ namespace graphopt {
 // One branch per call, not per element: each loop below has a fixed activation and vectorizes
 // (the transcendental functions come from vector_math.h, not libm).
 GRAPHOPT_INLINE void ApplyActivation(Activation kind, float* v, int64_t n) {
-  constexpr float kInvSqrt2 = 0.70710678118654752f;
   constexpr float kSqrt2OverPi = 0.79788456080286536f;
   switch (kind) {
     case Activation::kIdentity:
@@ -25,7 +24,7 @@ GRAPHOPT_INLINE void ApplyActivation(Activation kind, float* v, int64_t n) {
       for (int64_t i = 0; i < n; ++i) v[i] = Tanh(v[i]);
       return;
     case Activation::kGelu:
-      for (int64_t i = 0; i < n; ++i) v[i] = 0.5f * v[i] * (1.0f + Erf(v[i] * kInvSqrt2));
+      for (int64_t i = 0; i < n; ++i) v[i] = Gelu(v[i]);
       return;
     case Activation::kGeluTanh:
       for (int64_t i = 0; i < n; ++i) {
