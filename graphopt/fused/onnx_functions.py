@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Iterator
 
 import onnx
@@ -168,6 +169,21 @@ def static_fill(node: onnx.NodeProto, tensors: dict) -> Fill | None:
     if not trailing or 0 in trailing or math.prod(trailing) > MAX_FILL_ELEMENTS:
         return None
     return tensor.elem_type, trailing
+
+
+_FILL_SUFFIX = re.compile(r"_fill([0-9]+(?:x[0-9]+)*)_([a-z0-9]+)$")
+_FILL_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16)
+_ELEM_TYPE_BY_NAME = {helper.tensor_dtype_to_np_dtype(t).name: t for t in _FILL_TYPES}
+
+
+def fill_of_overload(overload: str) -> Fill | None:
+    """The fill an overload name spells (``..._fill64x3_float16``, ``overload_name``'s suffix), or None.
+    Reading a model back, the function a node calls is checked against the one graphopt builds for
+    that fill: its values are ones and zeros, the same for any shape they broadcast to."""
+    match = _FILL_SUFFIX.search(overload)
+    if match is None or match.group(2) not in _ELEM_TYPE_BY_NAME:
+        return None
+    return _ELEM_TYPE_BY_NAME[match.group(2)], tuple(int(d) for d in match.group(1).split("x"))
 
 
 def default_opset(model: onnx.ModelProto) -> int:

@@ -20,6 +20,7 @@ from graphopt.fused.onnx_functions import (
     FUSED_OP_BY_NAME,
     build_function,
     default_opset,
+    fill_of_overload,
     graphopt_nodes,
     input_elem_types,
     variant_key,
@@ -47,10 +48,10 @@ def check_own_functions(model: onnx.ModelProto, where: str) -> None:
             body = defined.get((node.op_type, node.overload))
             if body is None:
                 continue
-            elem_type = elem_types.get(node.input[0])
-            key = variant_key(node, elem_type)
+            elem_type, fill = elem_types.get(node.input[0]), fill_of_overload(node.overload)
+            key = (*variant_key(node, elem_type), fill)
             if key not in expected:
-                variant = variant_of(node, opset, elem_type)
+                variant = variant_of(node, opset, elem_type, fill)
                 expected[key] = _body(build_function(variant))
             if body != expected[key]:
                 overload = f" (overload {node.overload!r})" if node.overload else ""

@@ -12,8 +12,10 @@ import pytest
 from fused_checks import assert_close
 from onnx import TensorProto, helper
 
+from graphopt.errors import BadInput
 from graphopt.fused import DOMAIN, DOMAIN_VERSION, NORM_ACT
 from graphopt.fused.onnx_functions import MAX_FILL_ELEMENTS, attach_functions
+from graphopt.fused.onnx_own_functions import check_own_functions
 
 
 def model_of(node, x_shape, elem_type=TensorProto.FLOAT, inits=()) -> onnx.ModelProto:
@@ -134,3 +136,21 @@ def test_nodes_of_other_widths_get_functions_of_their_own():
                               epsilon=1e-5, axis=-1)  # fmt: skip
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     assert_close(session.run(None, {"X": x})[0], z, "float32")
+
+
+def test_a_model_graphopt_wrote_with_fills_reads_back_and_a_changed_fill_is_refused():
+    """Reading a model back, its graphopt functions must be the ones graphopt builds (the domain is
+    graphopt's own): a fill is rebuilt from the overload's name and compared whole."""
+    model = model_of(norm_act(), ["batch", 8, 16])
+    check_own_functions(model, "written")  # (graphopt's own output: no error)
+
+    (function,) = model.functions
+    for node in function.node:
+        for attr in node.attribute:
+            if node.op_type == "Constant" and attr.name == "value" and attr.t.dims:
+                array = onnx.numpy_helper.to_array(attr.t)
+                attr.t.CopyFrom(
+                    onnx.numpy_helper.from_array(np.where(array == 1.0, 2.0, array).astype(array.dtype))
+                )
+    with pytest.raises(BadInput, match="not graphopt's NormAct"):
+        check_own_functions(model, "changed")
