@@ -3,7 +3,7 @@
 
 - ``masked``: the shipped kernels (NormAct's and NormActLinear's) with the row padded to the next
   power of two as today, but other rows per program and warps than the tier's.
-- ``two_piece`` (NormAct): a width D = 2^a + 2^b (every 3 * 2^k and 5 * 2^k: 384, 640, 768, 1280,
+- ``two_piece`` (NormAct and NormActLinear): a width D = 2^a + 2^b (every 3 * 2^k and 5 * 2^k: 384, 640, 768, 1280,
   1536, 2560, 3072, 5120) read as two exact power-of-two blocks, a head of 2^a columns and a tail
   of 2^b, so no lane is masked off and no register holds padding (the kernel's head-and-tail path,
   which the tiers of ``Tier.tail`` take). Triton's ``tl.arange`` takes only power-of-two lengths, so
@@ -91,7 +91,7 @@ def _norm_act_chunked(data, at, m, w, p, chunks):
     return [lambda i=i: call(i) for i in at]
 
 
-def _norm_act_linear_masked(data, at, m, w, n):
+def _norm_act_linear_masked(data, at, m, w, n, tail=0):
     c, p, x0 = data.case, data.params, data.inputs[0]["x"]
     rows, d = x0.shape
     grid = (triton.cdiv(rows, m),)
@@ -105,7 +105,7 @@ def _norm_act_linear_masked(data, at, m, w, n):
             out.get("sum", out["y"]), rows, d, c.k, d, d, c.eps, int(Norm.LAYER), act, 0,
             int(c.affine), int(c.affine), 1, int(c.residual), int(c.residual),
             1, 1, 1, 1, 1, rows, 1, 1, 1, 1,
-            BLOCK_M=m, BLOCK_N=n, LOOPED=False, EVEN=False, num_warps=w,
+            BLOCK_M=m, BLOCK_N=n, LOOPED=False, EVEN=False, SHARED=bool(tail), TAIL_N=tail, num_warps=w,
         )  # fmt: skip
         return tuple(out.values())
 
@@ -149,10 +149,13 @@ def candidate_calls(data, at: list[int], current: Tier, count: int = 3) -> dict[
         else:
             found[f"masked_m{m}_n{n}_w{w}"] = _norm_act_masked(data, at, m, w, n, n == d)
     pieces = two_pieces(d)
-    if pieces and not data.case.linear:
-        for m, w in shapes(d, count):
-            head, tail = pieces
-            found[f"two_piece_m{m}_n{head}+{tail}_w{w}"] = _norm_act_masked(data, at, m, w, head, True, tail)
+    for m, w in shapes(d, count) if pieces else ():
+        head, tail = pieces
+        name = f"two_piece_m{m}_n{head}+{tail}_w{w}"
+        if data.case.linear:
+            found[name] = _norm_act_linear_masked(data, at, m, w, head, tail)
+        else:
+            found[name] = _norm_act_masked(data, at, m, w, head, True, tail)
     plain_affine = not data.case.linear and data.case.affine and not data.case.residual
     for chunks, p in chunkings(d) if plain_affine else ():
         for m, w in chunked_shapes(chunks, p, count):

@@ -86,14 +86,28 @@ def test_shapes_and_paths(rows, cols, k, expect):
 
 @pytest.mark.parametrize(
     ("rows", "cols", "expect"),
-    [(5, 256, "exact_a_s"), (5, 240, "row_a_s"), (3, 100, "row_u"), (2, 8208, "loop_a_s")],
-)
+    [(5, 256, "exact_a_s"), (5, 240, "row_a_s"), (3, 100, "row_u"), (2, 8208, "loop_a_s"),
+     (5, 768, "+256_w1_exact_a_s")],
+)  # fmt: skip
 def test_large_common_offset_keeps_full_precision(rows, cols, expect):
     # Rows 1000 + 0.1 * noise and scales up to about 200 (see tests/kernels/test_norm_act.py).
     config = run_norm_act_linear(rows, cols, 3, torch.float32, act=Activation.IDENTITY,
                                  out_act=Activation.IDENTITY, scale=True, bias=True, mean=1000.0, std=0.1,
                                  scale_mean=100.0, scale_std=50.0)  # fmt: skip
     assert config.tier.name.endswith(expect)
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "k", "dtype", "x_stride"),
+    [(5, 768, 4, torch.float32, None), (3, 768, 1, torch.bfloat16, 784), (7, 640, 3, torch.float16, None),
+     (2, 1280, 2, torch.bfloat16, None), (3, 2560, 5, torch.float32, 2576)],
+)  # fmt: skip
+def test_rows_read_as_a_head_and_a_tail_tile(rows, cols, k, dtype, x_stride):
+    config = run_norm_act_linear(rows, cols, k, dtype, act=Activation.GELU, scale=True, bias=True,
+                                 x_stride=x_stride, mean=3.0)  # fmt: skip
+    tier = config.tier
+    assert tier.tail and tier.block_n + tier.tail == cols and tier.shared, tier.name
+    assert not norm_act_linear_config(rows, cols, "float32", uniform=1, out_features=k).tier.tail
 
 
 def test_strided_rows_and_no_linear_bias():

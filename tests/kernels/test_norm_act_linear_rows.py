@@ -96,7 +96,8 @@ def run(case: Case, *, norm=Norm.LAYER, act=Activation.GELU, out_act=Activation.
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm", list(Norm))
 @pytest.mark.parametrize(
-    ("x", "expect"), [((7, 64), "row_a_s"), ((5, 100), "row_u"), ((3, 8208), "loop_a_s")]
+    ("x", "expect"),
+    [((7, 64), "row_a_s"), ((5, 100), "row_u"), ((3, 8208), "loop_a_s"), ((5, 768), "512+256_w1_exact_a_s")],
 )
 def test_residual_and_its_sum(dtype, norm, x, expect):
     bias = (x[-1],) if norm is Norm.LAYER else None
@@ -104,14 +105,16 @@ def test_residual_and_its_sum(dtype, norm, x, expect):
     assert run(case, norm=norm).tier.name.endswith(expect)
 
 
-@pytest.mark.parametrize("x", [(7, 64), (3, 8208)])
+@pytest.mark.parametrize("x", [(7, 64), (3, 8208), (3, 1280)])
 def test_residual_whose_sum_nobody_reads(x):
     run(Case(x, 3, residual=x, linear_bias=(3,)), write_sum=False)
 
 
 @pytest.mark.parametrize(
-    ("x", "residual"), [((2, 16, 64), (1, 16, 64)), ((2, 32, 64), (32, 64)), ((4, 3, 128), (4, 1, 128))]
-)
+    ("x", "residual"),
+    [((2, 16, 64), (1, 16, 64)), ((2, 32, 64), (32, 64)), ((4, 3, 128), (4, 1, 128)),
+     ((2, 5, 640), (5, 640))],
+)  # fmt: skip
 def test_broadcast_residual(x, residual):
     run(Case(x, 4, scale=(x[-1],), residual=residual, dtype=torch.bfloat16), act=Activation.SILU)
 

@@ -15,8 +15,6 @@ ones take uniform branches that run the one-row code.
 
 from __future__ import annotations
 
-import dataclasses
-
 import triton
 import triton.language as tl
 
@@ -27,15 +25,12 @@ from graphopt.fused.norm_act.triton_kernel import (
     operand_row,
     operand_rows,
 )
+from graphopt.fused.norm_act_linear.tiers import norm_act_linear_config, norm_act_linear_tiers
+from graphopt.fused.norm_act_linear.two_piece_block import two_piece_rows
 from graphopt.kernels.activations import apply_activation
 from graphopt.kernels.kernel_spec import KernelSpec
 from graphopt.kernels.launch_rules import (
-    ELEMENT_BYTES,
-    LaunchConfig,
-    Tier,
-    configure,
     is_aligned,
-    row_tiers,
     uniform_rows,
     unwritten_output,
 )
@@ -144,6 +139,7 @@ def norm_act_linear_kernel(
     w_inner, w_groups, b_inner, b_groups, r_inner, r_groups, wl_inner, wl_groups, lb_inner, lb_groups,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr, EVEN: tl.constexpr,
     SHARED: tl.constexpr, BLOCKWISE: tl.constexpr = False, OUT_FEATURES: tl.constexpr = 0,
+    TAIL_N: tl.constexpr = 0,
 ):  # fmt: skip
     if OUT_FEATURES != 0:
         # The variant for launches of exactly this many outputs (the launcher chose it for K): a
@@ -166,7 +162,12 @@ def norm_act_linear_kernel(
     wl_off, wl_same = _block_group(first, last, wl_inner, wl_groups, out_features * cols, BLOCKWISE)
     lb_off, lb_same = _block_group(first, last, lb_inner, lb_groups, out_features, BLOCKWISE)
     offs = tl.arange(0, BLOCK_N)
-    if not LOOPED:
+    if TAIL_N > 0:  # (rows of BLOCK_N + TAIL_N columns as two tiles, operands shared)
+        two_piece_rows(
+            X, R, W, B, WL, LB, Y, S, row, row_ok, r_base, stride_x, out_features, eps, norm, activation,
+            out_activation, has_scale, has_bias, has_linear_bias, has_residual, write_sum, BLOCK_N, TAIL_N,
+        )  # fmt: skip
+    elif not LOOPED:
         col_ok = offs < cols
         mask = row_ok[:, None] & col_ok[None, :]
         r_off, s_off = r_base[:, None] + offs, s_row + offs
@@ -253,81 +254,6 @@ def norm_act_linear_kernel(
             tl.store(Y + y_row[:, None] + k0 + kk[None, :], acc.to(Y.dtype.element_ty), mask=out_mask)
 
 
-# (block_n, block_m, num_warps), measured on an H100 at 256 (other lengths follow NormAct). Short
-# rows take a few rows per program: the seed shape (D=256, K=1) reads 16 MiB and writes almost
-# nothing, so it lives on many small programs in flight.
-_ROW_SHAPES = {
-    4: ((128, 4, 1), (256, 2, 1), (512, 2, 2), (1024, 2, 4), (2048, 1, 4),
-        (4096, 1, 8), (8192, 1, 16)),
-    2: ((128, 8, 2), (256, 4, 2), (512, 2, 2), (1024, 2, 4), (2048, 1, 4),
-        (4096, 1, 8), (8192, 1, 8)),
-}  # fmt: skip
-_LOOP = {4: (4096, 8), 2: (4096, 8)}
-_UNALIGNED_SHAPES = ((1024, 2, 4),)
-# (block_m, num_warps) by block_n of the shared-operand and blockwise variants where they differ from
-# the shapes above (bench/probe_norm_act_linear_blocks.py, H100: N = 128 features of 512 or 1024 rows
-# at D = 256, N = 32 at D = 1024, K = 1 and 4). Per-feature operands, blockwise: four rows on one warp
-# at D = 256 took 0.66-0.97x the time of the shapes above with their per-row code, two (fp32) or four
-# (16-bit) rows on one warp at 1024 0.61-0.95x. Shared 16-bit operands: one warp for four rows at 256
-# 0.71-0.75x, for one row at 1024 0.80x. Shared fp32 operands at 1024: two rows on two warps took
-# 0.83-0.92x the time of two rows on four through PyTorch and ONNX Runtime at D = 768 and 1024
-# (bench/probe_norm_act_linear_early.py, which times other shapes with distinct inputs per launch; one
-# row on one warp was as fast through PyTorch but 8% slower from the C++ launcher at 768). Other
-# widths keep their shape.
-_SHARED = {4: {1024: (2, 2)}, 2: {256: (4, 1), 1024: (1, 1)}}
-_BLOCKWISE = {4: {256: (4, 1), 1024: (2, 1)}, 2: {256: (4, 1), 1024: (4, 1)}}
-
-# Narrow rows of one output (the seed's Linear(D, 1), per-feature recommendation heads) are launched so
-# briefly that K taken at run time shows: Triton's JIT folds a K of 1 (its specialization of integer
-# arguments equal to 1), the ahead-of-time kernel did not. So each exact shared and blockwise tier up
-# to this width is preceded by its twin for K = 1 with K compiled in, as the JIT compiles it. Through
-# the C++ launcher on an H100 (bench/probe_per_feature_aot.py, N = 128 x 512 rows of 256, K = 1): the
-# seed's launch 25.96 -> 25.82 us in fp32 and 16.90 -> 16.33 in bf16, per-feature operands 28.48 ->
-# 28.12 and 20.68 -> 20.31 (the JIT: 27.42 and 18.84; the rest of that gap is the flags the JIT folds).
-_ONE_OUTPUT_MAX_COLS = 1024
-
-
-def _with_one_output_twins(tiers: tuple[Tier, ...]) -> tuple[Tier, ...]:
-    def twins(tier: Tier) -> tuple[Tier, ...]:
-        narrow = tier.exact and (tier.shared or tier.blockwise) and tier.block_n <= _ONE_OUTPUT_MAX_COLS
-        return (dataclasses.replace(tier, out_features=1), tier) if narrow else (tier,)
-
-    return tuple(t for tier in tiers for t in twins(tier))
-
-
-# Rows of exactly a power-of-two width (the seed's D = 256, most hidden sizes) take the same shapes
-# with no column mask in the statistics and the normalized tile (NormAct's exact tiers).
-NORM_ACT_LINEAR_TIERS: dict[int, tuple[Tier, ...]] = {
-    size: (
-        *_with_one_output_twins(
-            row_tiers(
-                _ROW_SHAPES[size],
-                loop=_LOOP[size],
-                aligned=True,
-                exact=_ROW_SHAPES[size],
-                shared=_SHARED[size],
-                blockwise=_BLOCKWISE[size],
-            )
-        ),
-        *row_tiers(_UNALIGNED_SHAPES, loop=(2048, 4), aligned=False),
-    )
-    for size in (4, 2)
-}
-
-
-def norm_act_linear_tiers(dtype: str) -> tuple[Tier, ...]:
-    return NORM_ACT_LINEAR_TIERS[ELEMENT_BYTES[dtype]]
-
-
-def norm_act_linear_config(
-    rows: int, cols: int, dtype: str, aligned: bool = True, uniform: int = 1, out_features: int = 0
-) -> LaunchConfig:
-    """The launch of NormActLinear on ``rows`` rows of ``cols`` (= D) elements of ``dtype`` to
-    ``out_features`` (= K) outputs; ``uniform``: the ``uniform_rows`` of scale, bias, weight and linear
-    bias (0: each one for all rows)."""
-    return configure(norm_act_linear_tiers(dtype), rows, cols, aligned, uniform, out_features)
-
-
 def launch_norm_act_linear(
     x2d, scale, bias, weight, linear_bias, y, *, norm: int, activation: int, out_activation: int,
     eps: float, wrap=lambda kernel: kernel, residual2d=None, residual_sum=None, scale_rows=(1, 1),
@@ -361,7 +287,7 @@ def launch_norm_act_linear(
         int(write_sum),
         *map(int, (*scale_rows, *bias_rows, *residual_rows, *weight_rows, *linear_bias_rows)),
         BLOCK_M=tier.block_m, BLOCK_N=tier.block_n, LOOPED=tier.looped, EVEN=tier.exact,
-        SHARED=tier.shared, BLOCKWISE=tier.blockwise, OUT_FEATURES=tier.out_features,
+        SHARED=tier.shared, BLOCKWISE=tier.blockwise, OUT_FEATURES=tier.out_features, TAIL_N=tier.tail,
         num_warps=tier.num_warps,
     )  # fmt: skip
     return config
@@ -382,5 +308,5 @@ _AOT_ARGS = (
 AOT_KERNEL = KernelSpec(
     "NormActLinear", norm_act_linear_kernel, _AOT_ARGS,
     ("X", "R", "W", "B", "WL", "S", "cols", "stride_x", "stride_r"), norm_act_linear_tiers,
-    ("BLOCK_M", "BLOCK_N", "LOOPED", "EVEN", "SHARED", "BLOCKWISE", "OUT_FEATURES"),
+    ("BLOCK_M", "BLOCK_N", "LOOPED", "EVEN", "SHARED", "BLOCKWISE", "OUT_FEATURES", "TAIL_N"),
 )  # fmt: skip
