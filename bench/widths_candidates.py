@@ -3,15 +3,18 @@
 
 - ``masked``: the shipped kernels (NormAct's and NormActLinear's) with the row padded to the next
   power of two as today, but other rows per program and warps than the tier's.
-- ``two_piece`` (NormAct and NormActLinear): a width D = 2^a + 2^b (every 3 * 2^k and 5 * 2^k: 384, 640, 768, 1280,
-  1536, 2560, 3072, 5120) read as two exact power-of-two blocks, a head of 2^a columns and a tail
-  of 2^b, so no lane is masked off and no register holds padding (the kernel's head-and-tail path,
-  which the tiers of ``Tier.tail`` take). Triton's ``tl.arange`` takes only power-of-two lengths, so
-  a non-power-of-two row cannot be one block; at D = 768 the padded block leaves a quarter of the
-  lanes idle, at 1280, 2560 and 5120 three eighths.
+- ``two_piece`` (NormAct and NormActLinear): a width D = 2^a + 2^b (every 3 * 2^k and 5 * 2^k:
+  384, 640, 768, 1280, 1536, 2560, 3072, 5120) read as two exact power-of-two blocks, a head of 2^a
+  columns and a tail of 2^b, so no lane is masked off and no register holds padding (the kernels'
+  head-and-tail paths, which the tiers of ``Tier.tail`` take). Triton's ``tl.arange`` takes only
+  power-of-two lengths, so a non-power-of-two row cannot be one block; at D = 768 the padded block
+  leaves a quarter of the lanes idle, at 1280, 2560 and 5120 three eighths.
+- ``chunked`` (NormAct, affine, no residual): ``bench/probe_chunked_rows.py``'s kernel, rows of 3, 5
+  or 7 power-of-two chunks several rows to a tile (tried on an H200, not adopted).
 
 Shapes are chosen by one rule for every width: values per thread = rows per program * block
-columns / threads, kept near 16 (the shipped tiers' own rule of thumb) and within 8 to 32.
+columns / threads, kept near 16 (the shipped tiers' own rule of thumb) and within 8 to 32, then every
+one-warp shape of 8 to 48 values a thread.
 """
 
 from __future__ import annotations

@@ -26,6 +26,30 @@ def test_every_activation(run_fused, dtype, activation):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation", ["gelu", "silu", "relu"])
+def test_long_channels_with_an_offset_a_residual_and_two_threads(run_fused, dtype, activation):
+    """Runs of 640 elements (channels of 320) through the kernel's vectorized row statistics."""
+    rng = np.random.default_rng(5)
+    shapes = {"X": (3, 6, 16, 20), "Scale": (6,), "Bias": (6,), "Residual": (3, 6, 16, 20)}
+    inputs = random_inputs(rng, shapes, dtype)
+    inputs["X"] = storage_round(inputs["X"].astype(np.float32) + 100.0, dtype)
+    y, total = run_fused(
+        "GroupNormAct",
+        inputs,
+        {"groups": 3, "activation": activation},
+        dtype,
+        ("Y", "ResidualSum"),
+        threads=2,
+    )
+    stored = storage_round(inputs["X"].astype(np.float32) + inputs["Residual"].astype(np.float32), dtype)
+    expected, _ = GROUP_NORM_ACT.reference(
+        stored, inputs["Scale"], inputs["Bias"], groups=3, activation=activation, epsilon=1e-5
+    )
+    assert_close(total, stored, dtype)
+    assert_close(y, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(3, 6), (2, 6, 7), (1, 6, 2, 2, 3)])
 def test_residual_sum_is_rounded_to_storage_and_returned(run_fused, dtype, shape):
     rng = np.random.default_rng(1)
