@@ -4,12 +4,14 @@ That is what a user who has not installed the library runs, and never-slower hol
 
     python bench/bench_without_library.py ORIGINAL.onnx OPTIMIZED.onnx [MORE.onnx ...] \\
         [--device cpu|cuda] [--threads 1] [--input-shape NAME:8x3x64x64] [--rounds 15] [--block 10] \\
-        [--out FILE.json]
+        [--library] [--out FILE.json]
 
 Every file is fed the first file's inputs (random, seed 0; ``--input-shape`` sizes symbolic dims) and
 timed start to finish, one synchronized call, in interleaved rounds with a noise figure each
 (graphopt/benchmark/rounds.py); each file's time is also given over the first's. The outputs are
 compared with the first file's, so a file that computes something else is reported, not timed as equal.
+With ``--library``, each file after the first is also timed with graphopt's library registered (a row
+``FILE + library``: its fused nodes then run graphopt's kernels), in the same rounds.
 """
 
 from __future__ import annotations
@@ -30,22 +32,26 @@ from graphopt.benchmark.inputs import model_feeds  # noqa: E402
 from graphopt.benchmark.rounds import interleaved_us  # noqa: E402
 
 
-def _cpu_call(path: Path, feeds: dict[str, np.ndarray], threads: int):
+def _cpu_call(path: Path, feeds: dict[str, np.ndarray], threads: int, library: bool = False):
     import onnxruntime as ort
+
+    from graphopt.ort import library_path
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
+    if library:
+        options.register_custom_ops_library(str(library_path()))
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     return lambda: session.run(None, feeds), lambda: session.run(None, feeds)[0]
 
 
-def _cuda_call(path: Path, feeds: dict[str, np.ndarray]):
+def _cuda_call(path: Path, feeds: dict[str, np.ndarray], library: bool = False):
     import torch  # (before onnxruntime: its CUDA libraries must be loaded first)
 
     from graphopt.benchmark.ort_cuda import ort_cuda_callable
 
     tensors = {name: torch.from_numpy(array).cuda() for name, array in feeds.items()}
-    call = ort_cuda_callable(onnx.load(str(path)), tensors, cuda_graph=False, with_library=False)
+    call = ort_cuda_callable(onnx.load(str(path)), tensors, cuda_graph=False, with_library=library)
 
     def first_output():
         output = call()
@@ -62,6 +68,7 @@ def main() -> None:
     parser.add_argument("--input-shape", action="append", default=[], help="NAME:8x3x64x64 (repeatable)")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--block", type=int, default=10)
+    parser.add_argument("--library", action="store_true", help="also time the files after the first with it")
     parser.add_argument("--out", type=Path, help="also write the rows as JSON here")
     args = parser.parse_args()
     shapes = {}
@@ -69,23 +76,25 @@ def main() -> None:
         name, _, dims = text.rpartition(":")
         shapes[name] = [int(d) for d in dims.split("x")]
     feeds = model_feeds(args.files[0], shapes)
+    runs = [(path, False) for path in args.files] + [(path, True) for path in args.files[1:] if args.library]
+    names = [path.name + (" + library" if library else "") for path, library in runs]
     synchronize = None
     if args.device == "cuda":
         import torch
 
-        calls = [_cuda_call(path, feeds) for path in args.files]
+        calls = [_cuda_call(path, feeds, library) for path, library in runs]
         synchronize = torch.cuda.synchronize
     else:
-        calls = [_cpu_call(path, feeds, args.threads) for path in args.files]
+        calls = [_cpu_call(path, feeds, args.threads, library) for path, library in runs]
     reference = calls[0][1]().astype(np.float64)
     errors = [float(np.nanmax(np.abs(call[1]().astype(np.float64) - reference))) for call in calls]
     timings = interleaved_us([call[0] for call in calls], rounds=args.rounds, block=args.block,
                              synchronize=synchronize)  # fmt: skip
     first = timings[0].median_us
     rows = [
-        {"file": path.name, "us": t.median_us, "noise": t.noise, "over_first": t.median_us / first,
+        {"file": name, "us": t.median_us, "noise": t.noise, "over_first": t.median_us / first,
          "max_abs_error_vs_first": error}
-        for path, t, error in zip(args.files, timings, errors, strict=True)
+        for name, t, error in zip(names, timings, errors, strict=True)
     ]  # fmt: skip
     print(f"| file | µs | noise ± | ÷ {args.files[0].name} | max abs error vs it |")
     print("|---|---|---|---|---|")
