@@ -6,7 +6,7 @@ import json
 import pytest
 
 from bench import bench_widths
-from bench.widths_candidates import shapes, two_pieces
+from bench.widths_candidates import chunked_shapes, chunkings, shapes, two_pieces
 
 FIELDS = ("op", "runtime", "dtype", "D", "rows", "affine", "activation", "us", "copy_us", "roofline_us",
           "torch_compile_us")  # fmt: skip
@@ -74,3 +74,18 @@ def test_candidate_shapes_keep_values_per_thread_near_16():
     found = shapes(1024, 3)
     assert found and all(8 <= m * 1024 / (32 * w) <= 32 for m, w in found)
     assert found[0] in ((1, 2), (2, 4), (4, 8))  # exactly 16 per thread, fewest rows first
+
+
+def test_candidate_shapes_end_with_every_one_warp_shape_not_yet_listed():
+    found = shapes(768, 3)
+    assert found[:3] == shapes(768, 3)[:3] and {(1, 1), (2, 1)} <= set(found[3:])  # 24 and 48 a thread
+    assert len(found) == len(set(found))
+    assert (4, 1) not in shapes(768, 3)  # (96 values a thread: past 48)
+
+
+@pytest.mark.parametrize(("d", "found"), [(768, [(3, 256)]), (640, [(5, 128)]), (1024, []), (96, [])])
+def test_chunkings_are_odd_counts_of_power_of_two_chunks(d, found):
+    assert chunkings(d) == found
+    for chunks, p in found:  # (15 of 16 or 30 of 32 chunk rows of a tile hold data)
+        tiles = [m * chunks for m, _ in chunked_shapes(chunks, p, 4)]
+        assert tiles and set(tiles) <= {15, 30}, tiles
