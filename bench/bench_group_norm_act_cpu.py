@@ -10,31 +10,28 @@ Sigmoid → Mul), run by ONNX Runtime itself, one intra-op thread, float32; time
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import platform
-import shlex
 import sys
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_norm_act_cpu import session, time_case
+from bench.bench_norm_act_cpu import (
+    channel_affine,
+    common_options,
+    libraries_of,
+    run_case,
+    session,
+    write_record,
+)
 from graphopt.fused import DOMAIN, DOMAIN_VERSION
-from graphopt.ort import library_path
 
 
 def model(shape: tuple[int, ...], groups: int, fused: bool):
     n, c = shape[:2]
-    rng = np.random.default_rng(0)
-    scale, bias = (
-        (1 + 0.1 * rng.standard_normal(c)).astype(np.float32),
-        (0.1 * rng.standard_normal(c)).astype(np.float32),
-    )
+    scale, bias = channel_affine(c)
     io = [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape)) for name in ("X", "Y")]
     if fused:
         inits = [numpy_helper.from_array(scale, "S"), numpy_helper.from_array(bias, "B")]
@@ -71,38 +68,18 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default="1x320x32x32,1x128x64x64,2x64x32x32,1x512x16x16,1x256x32x32")
     p.add_argument("--groups", type=int, default=32)
-    p.add_argument("--library", action="append", default=[], help="NAME=PATH of a libgraphopt_ort.so")
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--out", default=None)
-    p.add_argument("--name", default="group_norm_act_cpu")
+    common_options(p, "group_norm_act_cpu")
     args = p.parse_args(argv)
-    libraries = dict(item.split("=", 1) for item in args.library) or {"graphopt": str(library_path())}
+    libraries = libraries_of(args)
     cases = []
     for text in args.shapes.split(","):
         shape = tuple(int(v) for v in text.split("x"))
         sessions = {"ort": session(model(shape, args.groups, False), None)}
         sessions |= {name: session(model(shape, args.groups, True), path) for name, path in libraries.items()}
         x = (np.random.default_rng(1).standard_normal(shape) * 2 + 0.5).astype(np.float32)
-        expected = sessions["ort"].run(None, {"X": x})[0]
-        errors = {n: float(np.abs(s.run(None, {"X": x})[0] - expected).max()) for n, s in sessions.items()}
-        times = time_case(sessions, x, args.rounds)
-        base = times["ort"]["us"]
-        print(
-            f"{text}: "
-            + "  ".join(f"{n} {t['us']:8.1f} µs ({t['us'] / base:.2f}x)" for n, t in times.items())
-        )
+        times, errors = run_case(sessions, x, args.rounds, text)
         cases.append({"shape": list(shape), "groups": args.groups, "times": times, "max_abs_error": errors})
-    if args.out:
-        record = {
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "device": platform.processor() or platform.machine(),
-            "onnxruntime": ort.__version__,
-            "threads": 1,
-            "command": "python bench/bench_group_norm_act_cpu.py " + shlex.join(argv or sys.argv[1:]),
-            "cases": cases,
-        }
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        Path(args.out, f"{args.name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_record(args, argv, "bench/bench_group_norm_act_cpu.py", cases)
     return 0
 
 

@@ -86,17 +86,63 @@ def time_case(sessions: dict, x: np.ndarray, rounds: int) -> dict:
     return out
 
 
+def common_options(parser: argparse.ArgumentParser, name: str) -> None:
+    """The options every CPU kernel benchmark takes: libraries, rounds and where the record goes."""
+    parser.add_argument("--library", action="append", default=[], help="NAME=PATH of a libgraphopt_ort.so")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--name", default=name)
+
+
+def libraries_of(args) -> dict[str, str]:
+    """Name -> path of each ``--library`` (default: the one ``graphopt.ort.library_path()`` finds)."""
+    return dict(item.split("=", 1) for item in args.library) or {"graphopt": str(library_path())}
+
+
+def channel_affine(channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """A scale near 1 and a shift near 0 per channel (seed 0), float32."""
+    rng = np.random.default_rng(0)
+    return (1 + 0.1 * rng.standard_normal(channels)).astype(np.float32), (
+        0.1 * rng.standard_normal(channels)
+    ).astype(np.float32)
+
+
+def run_case(sessions: dict, x: np.ndarray, rounds: int, label: str) -> tuple[dict, dict]:
+    """(times, max abs errors against ONNX Runtime's session "ort") of the sessions on X; prints a line."""
+    expected = sessions["ort"].run(None, {"X": x})[0]
+    errors = {n: float(np.abs(s.run(None, {"X": x})[0] - expected).max()) for n, s in sessions.items()}
+    times = time_case(sessions, x, rounds)
+    base = times["ort"]["us"]
+    line = "  ".join(f"{n} {t['us']:8.1f} µs ({t['us'] / base:.2f}x)" for n, t in times.items())
+    print(f"{label}: {line}", flush=True)
+    return times, errors
+
+
+def write_record(args, argv, script: str, cases: list) -> None:
+    """Writes ``args.name``.json to ``args.out`` (when given): the cases with the date, the machine,
+    ONNX Runtime's version and the command that made them."""
+    if not args.out:
+        return
+    record = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "device": platform.processor() or platform.machine(),
+        "onnxruntime": ort.__version__,
+        "threads": 1,
+        "command": f"python {script} " + shlex.join(argv or sys.argv[1:]),
+        "cases": cases,
+    }
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    Path(args.out, f"{args.name}.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dims", default="256,768,1024,4096")
     p.add_argument("--rows", default="128,2048")
     p.add_argument("--activations", default="gelu")
-    p.add_argument("--library", action="append", default=[], help="NAME=PATH of a libgraphopt_ort.so")
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--out", default=None)
-    p.add_argument("--name", default="norm_act_cpu")
+    common_options(p, "norm_act_cpu")
     args = p.parse_args(argv)
-    libraries = dict(item.split("=", 1) for item in args.library) or {"graphopt": str(library_path())}
+    libraries = libraries_of(args)
     cases = []
     for act in args.activations.split(","):
         for d in map(int, args.dims.split(",")):
@@ -104,28 +150,11 @@ def main(argv=None) -> int:
             sessions |= {name: session(model(d, act, True), path) for name, path in libraries.items()}
             for rows in map(int, args.rows.split(",")):
                 x = (np.random.default_rng(1).standard_normal((rows, d)) * 2 + 0.5).astype(np.float32)
-                expected = sessions["ort"].run(None, {"X": x})[0]
-                errors = {
-                    n: float(np.abs(s.run(None, {"X": x})[0] - expected).max()) for n, s in sessions.items()
-                }
-                times = time_case(sessions, x, args.rounds)
-                base = times["ort"]["us"]
-                line = "  ".join(f"{n} {t['us']:8.1f} µs ({t['us'] / base:.2f}x)" for n, t in times.items())
-                print(f"{act} D={d} rows={rows}: {line}", flush=True)
+                times, errors = run_case(sessions, x, args.rounds, f"{act} D={d} rows={rows}")
                 cases.append(
                     {"activation": act, "D": d, "rows": rows, "times": times, "max_abs_error": errors}
                 )
-    if args.out:
-        record = {
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "device": platform.processor() or platform.machine(),
-            "onnxruntime": ort.__version__,
-            "threads": 1,
-            "command": "python bench/bench_norm_act_cpu.py " + shlex.join(argv or sys.argv[1:]),
-            "cases": cases,
-        }
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        Path(args.out, f"{args.name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_record(args, argv, "bench/bench_norm_act_cpu.py", cases)
     return 0
 
 

@@ -52,8 +52,13 @@ def test_optional_inputs(present):
     check(inputs(shape, axis, "float32", present), {"activation": "silu", "axis": axis}, "float32")
 
 
-def test_many_rows_over_threads():
-    check(inputs((64, 8, 33), 1, "float32"), {"activation": "gelu", "axis": 1}, "float32", threads=2)
+@pytest.mark.parametrize(
+    ("shape", "axis", "dtype"),
+    [((64, 8, 33), 1, "float32"), ((300, 40), -1, "float16"), ((5, 70, 7, 9), 1, "bfloat16")],
+)
+def test_many_rows_over_threads(shape, axis, dtype):
+    """Rows in blocks (of 4096 values) whose ends fall inside a channel's rows, over two threads."""
+    check(inputs(shape, axis, dtype), {"activation": "gelu", "axis": axis}, dtype, threads=2)
 
 
 def test_non_finite_inputs_give_what_the_reference_gives():
