@@ -5,6 +5,9 @@ The models carry no model-local functions, so only the library's kernels can run
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 
 import ml_dtypes
@@ -101,3 +104,13 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> None:
     expected = np.asarray(expected, dtype=np.float64)
     atol = tol * max(1.0, float(np.abs(expected).max(initial=0.0)))
     np.testing.assert_allclose(np.asarray(actual, dtype=np.float64), expected, rtol=tol, atol=atol)
+
+
+def run_at_vector_width(script: str, library: str, width: int) -> str:
+    """Runs the test file ``script`` as a program, the CPU kernels capped at ``width`` floats a vector
+    (GRAPHOPT_CPU_VECTOR_WIDTH, read once per process) and ``library`` registered; asserts that it
+    exited cleanly and returns what it printed."""
+    env = dict(os.environ, GRAPHOPT_CPU_VECTOR_WIDTH=str(width), GRAPHOPT_ORT_LIBRARY=library)
+    done = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout

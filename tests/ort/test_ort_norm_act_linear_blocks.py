@@ -12,13 +12,12 @@ The kernels' width is picked once per process (the widest the CPU runs, capped b
 GRAPHOPT_CPU_VECTOR_WIDTH), so each width runs this file as a script in a subprocess.
 """
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from ort_models import run_at_vector_width
 
 PORTS = ("X", "Scale", "Bias", "Weight", "LinearBias", "Residual")
 ATTRIBUTES = {"norm": "layer", "activation": "gelu", "out_activation": "tanh"}
@@ -84,10 +83,8 @@ def check_all():
 
 @pytest.mark.parametrize("width", [4, 8, 16])
 def test_every_row_and_output_at_each_vector_width(library, width):
-    env = dict(os.environ, GRAPHOPT_CPU_VECTOR_WIDTH=str(width), GRAPHOPT_ORT_LIBRARY=library)
-    done = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.strip().endswith(f"{len(cases())} cases"), done.stdout
+    printed = run_at_vector_width(__file__, library, width)
+    assert printed.strip().endswith(f"{len(cases())} cases"), printed
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ void GroupNormActCpu(const GroupNormActParams& p, const ParallelFor& parallel_fo
   // Each run is a row of a layer norm without scale or activation, normalized by the row kernel
   // NormAct and NormActLinear share (cpu_norm_linear.h: the residual added, rounded and stored there
   // too); the per-channel affine part and the activation follow. (With the statistics in loops the
-  // compiler vectorized, the kernel took 0.88-1.07x the time of ONNX Runtime's InstanceNormalization
-  // spelling; 0.78-0.94x now. Activating each channel right after its affine step, in the L1 cache,
-  // was no faster.)
+  // compiler vectorized, the kernel took 0.96-1.03x the time of ONNX Runtime's InstanceNormalization
+  // spelling with SiLU; 0.75-0.85x now: bench/results/2026-11-28-cpu/group_norm_act_cpu.json.
+  // Activating each channel right after its affine step, in the L1 cache, was no faster.)
   cpu::NormRows runs_as_rows{};
   runs_as_rows.dtype = p.dtype;
   runs_as_rows.x = p.x;

@@ -108,21 +108,38 @@ def _finish_block(
 
 
 @triton.jit
-def two_piece_block(
-    X, R, W, B, Y, S, row, row_ok, r_base, stride_x, eps, norm, activation, has_scale, has_bias,
-    has_residual, HEAD_N: tl.constexpr, TAIL_N: tl.constexpr,
+def two_tiles(
+    X, R, S, row, row_ok, r_base, stride_x, eps, norm, has_residual, write_sum,
+    HEAD_N: tl.constexpr, TAIL_N: tl.constexpr,
 ):  # fmt: skip
-    """NormAct on a block of rows of exactly HEAD_N + TAIL_N columns, scale and bias shared by all
-    rows, read as two unmasked tiles: no lane holds padding, where one tile of the next power of two
-    would leave up to 3/8 of its lanes idle."""
+    """Rows of exactly HEAD_N + TAIL_N columns (both powers of two) read as two unmasked tiles, a head
+    and a tail (X + R, its sum stored where asked), and their statistics: (shifted head, shifted tail,
+    mean, rstd, head mask, tail mask, the rows' offsets in S and in Y-shaped outputs). No lane holds
+    padding, where one tile of the next power of two would leave up to 3/8 of its lanes idle. The
+    head-and-tail paths of NormAct and NormActLinear start here."""
     cols: tl.constexpr = HEAD_N + TAIL_N
     head, tail = tl.arange(0, HEAD_N), HEAD_N + tl.arange(0, TAIL_N)
     # (every column is real: only rows past the end are masked)
     h_mask, t_mask = row_ok[:, None] & (head < cols)[None, :], row_ok[:, None] & (tail < cols)[None, :]
-    x_row, r_row, y_row = row[:, None] * stride_x, r_base[:, None], row[:, None] * cols
-    xh = load_sum(X, R, S, x_row + head, r_row + head, y_row + head, h_mask, has_residual, True)
-    xt = load_sum(X, R, S, x_row + tail, r_row + tail, y_row + tail, t_mask, has_residual, True)
+    x_row, r_row, s_row = row[:, None] * stride_x, r_base[:, None], row[:, None] * cols
+    xh = load_sum(X, R, S, x_row + head, r_row + head, s_row + head, h_mask, has_residual, write_sum)
+    xt = load_sum(X, R, S, x_row + tail, r_row + tail, s_row + tail, t_mask, has_residual, write_sum)
     xh, xt, mean, rstd = two_tile_stats(xh, xt, norm, eps)
+    return xh, xt, mean, rstd, h_mask, t_mask, s_row
+
+
+@triton.jit
+def two_piece_block(
+    X, R, W, B, Y, S, row, row_ok, r_base, stride_x, eps, norm, activation, has_scale, has_bias,
+    has_residual, HEAD_N: tl.constexpr, TAIL_N: tl.constexpr,
+):  # fmt: skip
+    """NormAct on a block of rows of exactly HEAD_N + TAIL_N columns (``two_tiles``), scale and bias
+    shared by all rows."""
+    cols: tl.constexpr = HEAD_N + TAIL_N
+    head, tail = tl.arange(0, HEAD_N), HEAD_N + tl.arange(0, TAIL_N)
+    xh, xt, mean, rstd, h_mask, t_mask, y_row = two_tiles(
+        X, R, S, row, row_ok, r_base, stride_x, eps, norm, has_residual, True, HEAD_N, TAIL_N
+    )
     storage = Y.dtype.element_ty
     scale, bias = load_affine(W, B, head, head < cols, has_scale, has_bias)
     y = normalize_activate(xh - mean[:, None], rstd, scale, bias, activation, storage)

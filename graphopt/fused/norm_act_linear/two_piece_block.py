@@ -2,14 +2,14 @@
 512 + 256, 1280 = 1024 + 256), read as two unmasked tiles, scale, bias, weight and linear bias shared
 by all rows (the tiers are ``shared``): no lane holds padding, where one block of the next power of
 two leaves a quarter (768) or three eighths (640, 1280) of its lanes computing nothing (NormAct's
-head-and-tail path, ``graphopt.fused.norm_act.triton_kernel.two_piece_block``)."""
+head-and-tail path: both read the rows with ``graphopt.fused.norm_act.triton_kernel.two_tiles``)."""
 
 import triton
 import triton.language as tl
 
-from graphopt.fused.norm_act.triton_kernel import load_sum
+from graphopt.fused.norm_act.triton_kernel import two_tiles
 from graphopt.kernels.activations import apply_activation
-from graphopt.kernels.row_norm import load_affine, normalize_activate, two_tile_stats
+from graphopt.kernels.row_norm import load_affine, normalize_activate
 
 
 @triton.jit
@@ -26,12 +26,9 @@ def two_piece_rows(
 ):  # fmt: skip
     cols: tl.constexpr = HEAD_N + TAIL_N
     head, tail = tl.arange(0, HEAD_N), HEAD_N + tl.arange(0, TAIL_N)
-    # (every column is real: only rows past the end are masked)
-    h_mask, t_mask = row_ok[:, None] & (head < cols)[None, :], row_ok[:, None] & (tail < cols)[None, :]
-    x_row, r_row, s_row = row[:, None] * stride_x, r_base[:, None], row[:, None] * cols
-    xh = load_sum(X, R, S, x_row + head, r_row + head, s_row + head, h_mask, has_residual, write_sum)
-    xt = load_sum(X, R, S, x_row + tail, r_row + tail, s_row + tail, t_mask, has_residual, write_sum)
-    xh, xt, mean, rstd = two_tile_stats(xh, xt, norm, eps)
+    xh, xt, mean, rstd, _, _, _ = two_tiles(
+        X, R, S, row, row_ok, r_base, stride_x, eps, norm, has_residual, write_sum, HEAD_N, TAIL_N
+    )
     storage = Y.dtype.element_ty
     scale, bias = load_affine(W, B, head, head < cols, has_scale, has_bias)
     hh = normalize_activate(xh - mean[:, None], rstd, scale, bias, activation, storage)

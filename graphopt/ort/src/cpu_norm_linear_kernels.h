@@ -307,10 +307,12 @@ GRAPHOPT_INLINE int64_t RowOf(const RowBroadcast& b, int64_t r) {
 }
 
 // Up to kBatch rows, each step over all of them before the next: a row's steps wait on each other
-// (a sum's last additions, a square root), the rows' do not, so the processor overlaps rows. The
-// steps are NormalizeRow's (cpu_rows.cc): layer norm shifts the row by its float mean (the pivot),
-// then takes the shifted row's mean and the sum of squares around it (ShiftSums); RMS norm centers
-// at 0.
+// (a sum's last additions, a square root), the rows' do not, so the processor overlaps rows. Layer
+// norm shifts the row by its float mean (the pivot), then takes the shifted row's mean and the sum of
+// squares around it (ShiftSums); RMS norm centers at 0. A value near the pivot (a row with a large
+// common offset, 1000 + noise) loses nothing in the difference, which is exact, and the shifted row's
+// small mean corrects the pivot's rounding without shifting every value by it. (A shift by the first
+// element rounded every difference twice where that element is far from the rest.)
 constexpr int64_t kBatch = 16;
 
 template <class T>

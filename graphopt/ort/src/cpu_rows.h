@@ -1,8 +1,8 @@
-// Row primitives of the CPU kernels (the fused ops' ort_cpu.cc): conversion of a row between its
-// storage type and float, the normalization and the activations, plus per-thread scratch and
-// chunking. (NormActLinear's rows and matrix product: cpu_norm_linear.h.) The kernels are plain loops over rows calling
-// these; each primitive is compiled once per instruction set (GRAPHOPT_CPU_CLONES, cpu_target.h),
-// the dispatch costing one indirect call per row.
+// Row primitives of the CPU kernels (the fused ops' ort_cpu.cc): conversion of rows between their
+// storage type and float and the activations, plus per-thread scratch and chunking. (The norms' row
+// statistics, which NormAct, GroupNormAct and NormActLinear share, and NormActLinear's matrix product:
+// cpu_norm_linear.h.) The kernels are plain loops calling these; each primitive is compiled once per
+// instruction set (GRAPHOPT_CPU_CLONES, cpu_target.h), the dispatch costing one indirect call.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 namespace graphopt {
 namespace cpu {
 
+// A norm's affine step and activation (cpu_row_ops.h's AffineActivate).
 struct RowNorm {
   Norm norm;
   float epsilon;
@@ -26,15 +27,9 @@ struct RowNorm {
 
 // dst[i] = float(src[offset + i]), src holding `dtype` storage.
 void LoadRow(DType dtype, const void* src, int64_t offset, float* dst, int64_t n);
-// dst[i] += float(src[offset + i]).
-void AddRow(DType dtype, const void* src, int64_t offset, float* dst, int64_t n);
 // dst[offset + i] = src[i] rounded to `dtype` (to nearest even).
 void StoreRow(DType dtype, const float* src, void* dst, int64_t offset, int64_t n);
-// v[i] = float(v[i] rounded to `dtype`): a float result as the storage type holds it.
-void RoundRow(DType dtype, float* v, int64_t n);
 
-// v <- activation(norm(v) * scale + bias), in place, statistics in float.
-void NormalizeRow(const RowNorm& rn, float* v, int64_t n);
 void Activate(Activation activation, float* v, int64_t n);
 
 // A per-thread float buffer of at least n floats, reused across rows and calls so the hot loop
