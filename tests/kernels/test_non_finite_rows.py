@@ -75,7 +75,13 @@ def test_norm_act_residual_and_long_rows(act):
 @ACTIVATIONS
 @pytest.mark.parametrize(
     ("cols", "dtype"),
-    [(5120, torch.float32), (1536, torch.bfloat16), (640, torch.bfloat16), (2560, torch.float16)],
+    [
+        (5120, torch.float32),
+        (1536, torch.bfloat16),
+        (640, torch.bfloat16),
+        (2560, torch.float16),
+        (768, torch.bfloat16),
+    ],
     ids=str,
 )  # (640: two rows a program)
 def test_norm_act_head_and_tail_tiles(act, cols, dtype):
@@ -94,7 +100,7 @@ def test_norm_act_head_and_tail_tiles(act, cols, dtype):
 
 
 @ACTIVATIONS
-@pytest.mark.parametrize("cols", [48, 8208])
+@pytest.mark.parametrize("cols", [48, 768, 8208])  # (768: a head and a tail tile)
 def test_norm_act_linear(act, cols):
     """Specials in X's rows (NaN rows of Y) and a norm bias of -inf in one column: act(-inf) is a
     term of every dot product of the clean rows (an infinite term makes the output infinite, 0 and -1
